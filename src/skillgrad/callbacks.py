@@ -1,0 +1,29 @@
+"""Callbacks observe the training loop without the loop knowing who listens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillgrad.records import EvalScore, StepRecord
+
+
+class TrainerCallback:
+    """Override any hook; every default does nothing. Hooks must not raise."""
+
+    def on_resume(self, state: Any) -> None:
+        """A run continues from its checkpoint."""
+
+    def on_stage_start(self, stage: str, total: int | None) -> None:
+        """A stage begins; ``total`` is its number of tasks when known."""
+
+    def on_task_done(self, stage: str) -> None:
+        """One task of a stage with a known total finished."""
+
+    def on_stage_end(self, stage: str, seconds: float) -> None:
+        """A stage finished."""
+
+    def on_evaluate(self, score: EvalScore) -> None:
+        """A skill was scored on a split."""
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """A step was checkpointed."""

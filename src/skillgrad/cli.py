@@ -1,0 +1,227 @@
+"""The ``skillgrad`` command line. The console belongs here: progress bars, tables, and one-line
+errors (tracebacks only with ``--debug``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from skillgrad import __version__
+from skillgrad.callbacks import TrainerCallback
+from skillgrad.config import load_config
+from skillgrad.errors import ModelError, RunStopped, SkillgradError
+from skillgrad.records import EvalScore, StepRecord
+
+app = typer.Typer(
+    name="skillgrad",
+    help="Train the skill document of a frozen LLM agent the way one trains a network.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+out_console = Console()
+
+ConfigArg = Annotated[Path, typer.Argument(help="YAML config file (may use _base_).")]
+SetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+    typer.Option("--set", "-s", help="Override a config key: --set optimizer.learning_rate=6"),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out_console.print(f"skillgrad {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(message)s",
+                        handlers=[RichHandler(console=console, show_path=False)])
+
+
+class ProgressCallback(TrainerCallback):
+    """Progress bars for stages with a known number of tasks, one line per step."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def on_stage_start(self, stage: str, total: int | None) -> None:
+        label = stage if total is not None else f"{stage}…"
+        self.tasks[stage] = self.progress.add_task(label, total=total)
+
+    def on_task_done(self, stage: str) -> None:
+        if stage in self.tasks:
+            self.progress.advance(self.tasks[stage])
+
+    def on_stage_end(self, stage: str, seconds: float) -> None:
+        task = self.tasks.pop(stage, None)
+        if task is not None:
+            self.progress.remove_task(task)
+
+    def on_evaluate(self, score: EvalScore) -> None:
+        self.progress.console.print(
+            f"  eval {score.split}: hard {score.hard:.3f} soft {score.soft:.3f} (n={score.n})"
+        )
+
+    def on_step_end(self, r: StepRecord) -> None:
+        cand = "-" if r.candidate_score is None else f"{r.candidate_score:.3f}"
+        cur = "-" if r.current_score is None else f"{r.current_score:.3f}"
+        self.progress.console.print(
+            f"epoch {r.epoch} step {r.step + 1}: train {r.train_hard:.2f}, budget {r.budget}, "
+            f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
+            f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]"
+        )
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+@app.command()
+def train(
+    config: ConfigArg,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: runs/<config name>). Re-running into it resumes.")] = None,  # noqa: UP045
+    set_: SetOpt = None,
+    allow_config_change: Annotated[bool, typer.Option(help="Resume a run directory although its config differs.")] = False,
+) -> None:
+    """Train a skill. Running again into the same --out resumes where it stopped."""
+    from skillgrad.build import build_trainer
+
+    resolved = load_config(config, set_ or [])
+    run_dir = out or Path("runs") / config.stem
+    with _progress() as progress:
+        trainer = build_trainer(resolved, run_dir, callbacks=[ProgressCallback(progress)],
+                                allow_config_change=allow_config_change)
+        summary = trainer.fit()
+    _print_summary(summary, run_dir)
+
+
+@app.command("eval")
+def eval_(
+    config: ConfigArg,
+    skill: Annotated[Path, typer.Option("--skill", help="Skill markdown file to score.")],
+    split: Annotated[str, typer.Option(help="train, val or test.")] = "test",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where eval_summary.json goes.")] = None,  # noqa: UP045
+    set_: SetOpt = None,
+) -> None:
+    """Score a skill on one split and write eval_summary.json."""
+    from skillgrad.evaluate import evaluate_skill, read_skill_file
+    from skillgrad.skill import skill_hash
+
+    if split not in ("train", "val", "test"):
+        raise SkillgradError(f"--split: {split!r} is not a split (allowed: train, val, test)")
+    resolved = load_config(config, set_ or [])
+    text = read_skill_file(skill)
+    folder = out or Path("runs") / f"eval-{config.stem}-{split}-{skill_hash(text)[:8]}"
+    with _progress() as progress:
+        task = progress.add_task(f"eval {split}", total=None)
+        summary = evaluate_skill(resolved, text, split, folder,
+                                 on_result=lambda _r: progress.advance(task))
+    out_console.print(
+        f"{split}: hard {summary['hard']:.3f}  soft {summary['soft']:.3f}  (n={summary['n']})"
+    )
+    out_console.print(f"written: {folder / 'eval_summary.json'}")
+
+
+@app.command()
+def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Show a run: one row per step, the best step, and totals."""
+    from skillgrad.rundir import RunDir
+    from skillgrad.state import TrainerState
+
+    run = RunDir(run_dir)
+    data = run.load_checkpoint_data()
+    if data is None:
+        raise SkillgradError(f"{run_dir}: not a skillgrad run directory (no checkpoint.json)")
+    state = TrainerState.model_validate(data)
+    table = Table(title=f"{run_dir} — {state.phase}, {state.global_step}/{state.total_steps} steps")
+    for col in ("step", "epoch", "budget", "proposed", "applied", "skipped", "train",
+                "val current", "val candidate", "decision"):
+        table.add_column(col, justify="right" if col != "decision" else "left")
+    for r in state.history:
+        best = " *" if r.global_step == state.best_step else ""
+        table.add_row(
+            str(r.global_step), str(r.epoch), str(r.budget), str(r.n_proposed),
+            f"{r.n_applied + r.n_fuzzy} ({r.n_fuzzy} fuzzy)", str(r.n_skipped),
+            f"{r.train_hard:.3f}", _fmt(r.current_score), _fmt(r.candidate_score),
+            r.decision + best,
+        )
+    out_console.print(table)
+    init = state.score("val", state.initial_hash)
+    bestv = state.score("val", state.best_hash)
+    out_console.print(
+        f"best step: {state.best_step} (val {_fmt(bestv.hard if bestv else None)}, "
+        f"initial {_fmt(init.hard if init else None)})"
+    )
+    if run.summary_path.exists():
+        _print_summary(json.loads(run.summary_path.read_text(encoding="utf-8")), run_dir)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
+    test = summary.get("test") or {}
+    if test:
+        parts = [f"{k} {v['hard']:.3f}/{v['soft']:.3f}" for k, v in test.items() if v]
+        out_console.print("test (hard/soft): " + ", ".join(parts))
+    decisions: dict[str, int] = {}
+    for counts in summary.get("decisions_per_epoch", {}).values():
+        for k, v in counts.items():
+            decisions[k] = decisions.get(k, 0) + v
+    out_console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "none"))
+    for role, usage in summary.get("models", {}).items():
+        out_console.print(f"{role}: {usage['calls']} calls, {usage['prompt_tokens']} prompt + "
+                          f"{usage['completion_tokens']} completion tokens")
+    if not summary.get("gate", {}).get("use_gate", True):
+        out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
+    out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app()
+    except ModelError as exc:
+        if debug:
+            raise
+        console.print(f"[red]error:[/red] model call failed: {exc}", markup=True, highlight=False)
+        console.print("the checkpoint is intact; run the same command again to resume")
+        sys.exit(1)
+    except RunStopped as exc:
+        if debug:
+            raise
+        console.print(f"stopped: {exc}", highlight=False)
+        sys.exit(3)
+    except SkillgradError as exc:
+        if debug:
+            raise
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("interrupted; run the same command again to resume")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

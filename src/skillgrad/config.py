@@ -1,0 +1,339 @@
+"""Configuration: YAML files with ``_base_`` inheritance, dotted overrides, strict validation.
+
+Defaults live here and only here (the reference system's defaults: 4 epochs, batch 40,
+minibatch 8, merge batch 8, edit budget 4 -> 2 cosine, hard gate). YAML and ``--set a.b=v``
+only override them. Every key is validated before any model is called: an unknown key or a bad
+value stops the run with one line that names the key, the file it came from and what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from skillgrad.envs.base import EnvCommon, EnvOptions
+from skillgrad.errors import ConfigError
+
+# ----------------------------------------------------------------------------- sections
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainSection(Section):
+    num_epochs: int = Field(4, ge=1)
+    batch_size: int = Field(40, ge=1)
+    steps_per_epoch: int | None = Field(None, ge=1, description="default: ceil(train / batch)")
+    train_size: int | None = Field(None, ge=1, description="use only the first N train tasks")
+    seed: int = 42
+    accumulation: int = Field(1, ge=1, le=1, description="batches per update (1 for now)")
+
+
+class GradientSection(Section):
+    minibatch_size: int = Field(8, ge=1)
+    merge_batch_size: int = Field(8, ge=2)
+    analyst_workers: int = Field(4, ge=1)
+    failure_only: bool = False
+    max_trajectory_chars: int = Field(4000, ge=200, description="per trajectory shown")
+
+
+class OptimizerSection(Section):
+    learning_rate: int = Field(4, ge=1, description="edit budget at the first step")
+    min_learning_rate: int = Field(2, ge=0, description="edit budget at the last step")
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "cosine"
+    lr_control_mode: Literal["fixed"] = "fixed"
+    skill_update_mode: Literal["patch"] = "patch"
+    max_tokens: int = Field(2048, ge=64, description="completion limit of optimizer calls")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    fuzzy_threshold: float = Field(0.82, gt=0.0, le=1.0)
+    use_slow_update: bool = False
+    use_meta_skill: bool = False
+    use_skill_aware_reflection: bool = False
+
+    @field_validator("use_slow_update", "use_meta_skill", "use_skill_aware_reflection")
+    @classmethod
+    def _not_yet(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("not available in this version of skillgrad; set it to false")
+        return value
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> OptimizerSection:
+        if self.min_learning_rate > self.learning_rate:
+            raise ValueError(
+                f"min_learning_rate ({self.min_learning_rate}) must not exceed "
+                f"learning_rate ({self.learning_rate})"
+            )
+        return self
+
+
+class EvaluationSection(Section):
+    use_gate: bool = True
+    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
+    gate_mixed_weight: float = Field(0.5, ge=0.0, le=1.0)
+    sel_env_num: int | None = Field(None, ge=1, description="cap on selection tasks")
+    test_env_num: int | None = Field(None, ge=1, description="cap on test tasks")
+    eval_test: bool = True
+
+
+class RoleSection(BaseModel):
+    """One model role. ``backend`` picks the implementation; its own keys sit beside it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    backend: str
+    concurrency: int = Field(1, ge=1, description="parallel calls to this endpoint")
+    max_retries: int = Field(4, ge=0)
+    retry_base_delay: float = Field(1.0, ge=0.0)
+
+
+class ModelSection(Section):
+    target: RoleSection | None = None
+    optimizer: RoleSection | None = None
+
+
+class ExecutionSection(Section):
+    rollout_workers: int = Field(1, ge=1)
+
+
+class EnvSection(EnvCommon):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class SkillgradConfig(Section):
+    model: ModelSection = ModelSection()
+    train: TrainSection = TrainSection()
+    gradient: GradientSection = GradientSection()
+    optimizer: OptimizerSection = OptimizerSection()
+    evaluation: EvaluationSection = EvaluationSection()
+    env: EnvSection = EnvSection()
+    execution: ExecutionSection = ExecutionSection()
+
+
+# Keys that may change between a run and its resumption without changing its result.
+RESUME_SAFE = ("execution.", "model.target.concurrency", "model.optimizer.concurrency",
+               "model.target.max_retries", "model.optimizer.max_retries",
+               "model.target.retry_base_delay", "model.optimizer.retry_base_delay")
+SECRET_WORDS = ("api_key", "apikey", "secret", "password", "token", "authorization")
+
+
+# ----------------------------------------------------------------------------- resolved config
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A validated config plus what validation resolved: the environment's and the backends'
+    own option models, and the folder relative paths are read from."""
+
+    config: SkillgradConfig
+    env_options: EnvOptions
+    role_options: dict[str, BaseModel]
+    base_dir: Path
+    source: Path | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def redacted(self) -> dict[str, Any]:
+        return _redact(self.raw)
+
+    def fingerprint(self) -> str:
+        """A hash of every key that changes what a run computes."""
+        flat = {k: v for k, v in _flatten(self.raw).items() if not k.startswith(RESUME_SAFE)}
+        text = json.dumps(flat, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_config(
+    path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, base_dir: Path | None = None
+) -> ResolvedConfig:
+    """Read, merge and validate a config file and its overrides."""
+    origins: dict[str, str] = {}
+    raw: dict[str, Any] = {}
+    if path is not None:
+        raw = _load_yaml(Path(path), (), origins)
+    for item in overrides:
+        _apply_override(raw, item, origins)
+    folder = base_dir or (Path(path).resolve().parent if path is not None else Path.cwd())
+    return validate(raw, origins, folder, Path(path) if path is not None else None)
+
+
+def validate(
+    raw: dict[str, Any], origins: dict[str, str], base_dir: Path, source: Path | None = None
+) -> ResolvedConfig:
+    from skillgrad import registry  # late import: the registry imports environment modules
+
+    try:
+        cfg = SkillgradConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origins, SkillgradConfig)) from None
+    env_cls = registry.environment_class(cfg.env.name, origin=_origin(origins, "env.name"))
+    env_extra = dict(cfg.env.model_extra or {})
+    env_options = _validate_section(env_cls.Options, env_extra, "env", origins)
+    roles: dict[str, BaseModel] = {}
+    for role in ("target", "optimizer"):
+        spec = getattr(cfg.model, role)
+        if spec is None:
+            continue
+        key = f"model.{role}.backend"
+        backend_cls = registry.backend_class(spec.backend, key=key, origin=_origin(origins, key))
+        extra = dict(spec.model_extra or {})
+        roles[role] = _validate_section(backend_cls.Options, extra, f"model.{role}", origins)
+    return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw)
+
+
+def _validate_section(
+    model: type[BaseModel], data: dict[str, Any], prefix: str, origins: dict[str, str]
+) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origins, model, prefix)) from None
+
+
+# ----------------------------------------------------------------------------- YAML and overrides
+
+
+def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str]) -> dict[str, Any]:
+    resolved = path.resolve()
+    if resolved in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, resolved))
+        raise ConfigError(f"{path}: _base_ inheritance cycle: {cycle}")
+    data = _read_yaml_file(path, chain)
+    base_ref = data.pop("_base_", None)
+    merged: dict[str, Any] = {}
+    if base_ref is not None:
+        if not isinstance(base_ref, str) or not base_ref:
+            raise ConfigError(f"{path}: _base_ must be a relative or absolute file path")
+        merged = _load_yaml(resolved.parent / base_ref, (*chain, resolved), origins)
+    for key in _flatten(data):
+        origins[key] = str(path)
+    return _deep_merge(merged, data)
+
+
+def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        who = f" (the _base_ of {chain[-1]})" if chain else ""
+        raise ConfigError(f"{path}: config file not found{who}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config file is not UTF-8 text") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections, not {type(data).__name__}")
+    return data
+
+
+def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {item!r}: expected dotted.key=value")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    node = raw
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = value
+    origins[key] = "--set"
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _redact(data: Any, key: str = "") -> Any:
+    if isinstance(data, dict):
+        return {k: _redact(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_redact(v, key) for v in data]
+    lowered = key.lower()
+    # A key that names an environment variable (api_key_env) holds no secret itself.
+    if any(w in lowered for w in SECRET_WORDS) and not lowered.endswith("_env"):
+        return "***"
+    return data
+
+
+# ----------------------------------------------------------------------------- error messages
+
+
+def _origin(origins: dict[str, str], key: str) -> str:
+    return origins.get(key, "defaults")
+
+
+def _describe(
+    exc: ValidationError, origins: dict[str, str], model: type[BaseModel], prefix: str = ""
+) -> str:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join([prefix, *loc] if prefix else loc)
+    where = _origin(origins, key)
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(model, loc[:-1])
+        return f"{where}: unknown key '{key}' (allowed here: {', '.join(allowed)})"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    return f"{where}: {key}: {err['msg']}{shown}"
+
+
+def _allowed_keys(model: type[BaseModel], path: list[str]) -> list[str]:
+    current: Any = model
+    for part in path:
+        fields = getattr(current, "model_fields", {})
+        if part not in fields:
+            return []
+        current = fields[part].annotation
+        args = getattr(current, "__args__", None)
+        if args:  # Optional[Section]
+            current = next((a for a in args if hasattr(a, "model_fields")), current)
+    return sorted(getattr(current, "model_fields", {}))
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,84 @@
+"""Scripted stand-ins for a target and an optimizer model, for demos that need no model at all.
+
+The demo *reader* knows the gold answers of a QA data file but formats them the way a chatty
+model does, unless the skill tells it otherwise: it answers in a full sentence until the skill
+asks for the bare answer, and writes years as "in 1903" until the skill asks for four digits.
+The demo *optimizer* reads the failed trajectories it is shown and proposes exactly the rule
+that would fix the pattern it sees. Together they show the whole loop (rollout, reflect,
+aggregate, select, update, gate) on a laptop in seconds. They are scripted models: use a real
+backend for real training.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from skillgrad.envs.data import load_records
+from skillgrad.records import ChatRequest
+
+CONCISE_RULE = "Reply with only the answer itself: no full sentence and no restated question."
+YEAR_RULE = "Write a year as its four digits alone (1903, not 'in 1903')."
+_CONCISE = re.compile(r"only the answer|answer only|bare answer|no full sentence", re.I)
+_YEAR = re.compile(r"four digits", re.I)
+
+
+def make_reader(data: str, base_dir: Path) -> Callable[[ChatRequest], str]:
+    """A scripted target that knows the answers in ``data`` and follows two format rules."""
+    path = Path(data) if Path(data).is_absolute() else base_dir / data
+    gold: dict[str, tuple[str, str]] = {}
+    for rec in load_records(path):
+        answer = rec["answer"][0] if isinstance(rec["answer"], list) else rec["answer"]
+        gold[str(rec["question"]).strip()] = (str(answer), str(rec.get("kind", "")))
+
+    def reply(request: ChatRequest) -> str:
+        skill = request.messages[0].text()
+        user = request.messages[-1].text()
+        question = user.rsplit("Question:", 1)[-1].strip()
+        answer, kind = gold.get(question, ("I do not know", ""))
+        if kind == "year" and not _YEAR.search(skill):
+            answer = f"in {answer}"
+        if not _CONCISE.search(skill):
+            return f"The answer to the question '{question}' is {answer}."
+        return f"Answer: {answer}"
+
+    return reply
+
+
+def optimizer(request: ChatRequest) -> dict[str, Any]:
+    """A scripted optimizer: analyst, merge and rank replies for the demo reader."""
+    prompt = request.messages[-1].text()
+    if '"order"' in prompt:
+        count = int(re.search(r"of the (\d+) candidate", prompt).group(1))  # type: ignore[union-attr]
+        return {"reasoning": "most supported first", "order": list(range(1, count + 1))}
+    if "Proposal" in prompt or "Fixes from failed tasks" in prompt:
+        return {"reasoning": "merged duplicates", "edits": _edits_in(prompt)}
+    if "FAILED" not in prompt.split("## Current skill")[0]:
+        return {"reasoning": "the skill already covers what worked", "edits": []}
+    skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
+    tasks = prompt.split("## Failed tasks", 1)[1]
+    edits = []
+    sentences = tasks.count("is the answer") + tasks.count("The answer to the question")
+    if sentences and not _CONCISE.search(skill):
+        edits.append({"op": "append", "anchor": "", "content": CONCISE_RULE, "support": sentences,
+                      "rationale": "answers were full sentences; exact match needs the bare span"})
+    years = len(re.findall(r"\bin \d{4}\b", tasks))
+    if years and not _YEAR.search(skill):
+        edits.append({"op": "append", "anchor": "", "content": YEAR_RULE, "support": years,
+                      "rationale": "years were given with a preposition"})
+    return {"reasoning": f"{sentences} sentence answers, {years} prefixed years", "edits": edits}
+
+
+def _edits_in(prompt: str) -> list[dict[str, Any]]:
+    """Edits listed in a merge prompt, duplicates folded, support summed."""
+    merged: dict[str, dict[str, Any]] = {}
+    pattern = r"\[(\w+)\] support (\d+)\n(?:   anchor: (.*)\n)?   content: (.*)"
+    for op, support, anchor, content in re.findall(pattern, prompt):
+        text = ast.literal_eval(content)
+        entry = merged.setdefault(text, {"op": op, "anchor": ast.literal_eval(anchor or "''"),
+                                         "content": text, "support": 0})
+        entry["support"] += int(support)
+    return sorted(merged.values(), key=lambda e: -e["support"])

@@ -1,0 +1,73 @@
+"""The environment contract: tasks per split, one rollout, one score.
+
+An environment plays the role of the data set and the loss function. The trainer only ever
+calls :meth:`Environment.tasks`, :meth:`Environment.initial_skill` and
+:meth:`Environment.rollout`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillgrad.models.base import ChatModel
+from skillgrad.records import RolloutResult, Task
+
+Split = Literal["train", "val", "test"]
+SPLITS: tuple[Split, ...] = ("train", "val", "test")
+
+
+class EnvOptions(BaseModel):
+    """Base class of an environment's own config keys (the ``env:`` section minus the common
+    keys). Subclasses add fields; unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EnvCommon(BaseModel):
+    """Keys of the ``env:`` section that every environment understands."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "qa"
+    skill_init: Path | None = Field(
+        default=None, description="initial skill file; default: the environment's own"
+    )
+    split_mode: Literal["ratio", "split_dir"] = "ratio"
+    split_dir: Path | None = None
+    split_ratio: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    split_seed: int = 0
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """What the trainer needs from an environment.
+
+    Contract:
+    * :meth:`tasks` returns the tasks of one split in a stable order; an empty or unreadable
+      split raises :class:`~skillgrad.errors.DataError` naming the file and the problem.
+    * :meth:`rollout` never raises because the agent got a task wrong: a wrong, empty or
+      malformed answer is a scored :class:`RolloutResult` with ``hard``/``soft`` in [0, 1] and a
+      ``reason``. Only a systemic fault raises; a model failure
+      (:class:`~skillgrad.errors.ModelError`) propagates untouched so it is never scored.
+    * The skill is the first thing in the target's prompt (the system message), so a backend
+      can reuse the processed prefix across one skill version's tasks.
+    """
+
+    def tasks(self, split: Split) -> list[Task]: ...
+
+    def initial_skill(self) -> str: ...
+
+    def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult: ...
+
+
+class EnvironmentFactory(Protocol):
+    """What the registry finds under the ``skillgrad.environments`` entry point: a class (or
+    callable) with an ``Options`` model and a ``create`` constructor."""
+
+    Options: ClassVar[type[EnvOptions]]
+
+    @classmethod
+    def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> Environment: ...

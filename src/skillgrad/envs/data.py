@@ -1,0 +1,238 @@
+"""Loading and splitting task data (the data loader of the training loop).
+
+Every environment reads its records through :func:`load_records` and divides them with
+:func:`split_by_ratio` or :func:`load_split_dir`, so that every data problem a user can cause
+(a missing file, bad JSON, an empty split) surfaces as one :class:`~skillgrad.errors.DataError`
+line that names the file and the problem.
+
+Accepted file formats (by suffix, case-insensitive):
+
+* ``.jsonl`` / ``.ndjson``: one JSON object per line; blank lines are skipped.
+* ``.json``: either a list of objects, or an object holding that list under exactly one of the
+  keys ``data``, ``items``, ``records`` or ``examples``.
+
+A UTF-8 byte-order mark is tolerated; any other encoding is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from skillgrad.envs.base import SPLITS, Split
+from skillgrad.errors import ConfigError, DataError
+
+T = TypeVar("T")
+
+JSON_SUFFIXES = (".json",)
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+DATA_SUFFIXES = JSON_SUFFIXES + JSONL_SUFFIXES
+CONTAINER_KEYS = ("data", "items", "records", "examples")
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """Read a JSON or JSONL file of objects; raise :class:`DataError` naming the file otherwise.
+
+    The result is never empty: a file with no records is an error.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in DATA_SUFFIXES:
+        raise DataError(
+            f"{path}: unsupported file type {suffix or '(none)'!r}; expected .json or .jsonl"
+        )
+    text = _read_text(path)
+    if not text.strip():
+        raise DataError(f"{path}: file is empty")
+    records = _parse_jsonl(path, text) if suffix in JSONL_SUFFIXES else _parse_json(path, text)
+    if not records:
+        raise DataError(f"{path}: file contains no records")
+    return records
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, expected a .json or .jsonl file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
+
+
+def _parse_jsonl(path: Path, text: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path}: line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}: line {lineno}: expected a JSON object, got {_kind(obj)}")
+        records.append(obj)
+    return records
+
+
+def _parse_json(path: Path, text: str) -> list[dict[str, Any]]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (one object per line? name the file .jsonl)" if exc.msg == "Extra data" else ""
+        raise DataError(
+            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{hint}"
+        ) from None
+    if isinstance(obj, dict):
+        found = [k for k in CONTAINER_KEYS if isinstance(obj.get(k), list)]
+        if len(found) != 1:
+            keys = ", ".join(repr(k) for k in CONTAINER_KEYS)
+            problem = "several of" if found else "none of"
+            raise DataError(
+                f"{path}: top level is an object with {problem} the list keys {keys}; "
+                "expected a list of objects or an object with exactly one of those keys"
+            )
+        obj = obj[found[0]]
+    if not isinstance(obj, list):
+        raise DataError(f"{path}: top level is {_kind(obj)}; expected a list of objects")
+    for index, item in enumerate(obj):
+        if not isinstance(item, dict):
+            raise DataError(f"{path}: record index {index} is {_kind(item)}; expected an object")
+    return obj
+
+
+def _kind(obj: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if obj is None:
+        return "null"
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        return "a number"
+    return names.get(type(obj), type(obj).__name__)
+
+
+# ----------------------------------------------------------------------------- splits
+
+
+def split_by_ratio(
+    items: Sequence[T],
+    ratio: Sequence[float],
+    seed: int,
+    group_of: Callable[[T], str | None] | None = None,
+) -> dict[Split, list[T]]:
+    """Divide ``items`` into train / val / test by ``ratio``, deterministically for ``seed``.
+
+    Items with the same ``group_of`` key always land in the same split (an item whose key is
+    ``None`` is a group of its own). The groups are shuffled with ``random.Random(seed)``, laid
+    end to end, and cut at the ratio boundaries; a group goes to the split where its middle
+    falls, so split sizes follow the ratio as closely as whole groups allow. Within a split the
+    items keep their original order.
+
+    Raises :class:`~skillgrad.errors.ConfigError` for a ratio that is not three non-negative
+    numbers summing to 1 (it comes from ``env.split_ratio``). A split may come out empty;
+    :func:`require_nonempty` turns that into a :class:`DataError` naming the source.
+    """
+    fractions = _check_ratio(ratio)
+    units: dict[tuple[str, Any], list[int]] = {}
+    for index, item in enumerate(items):
+        key = group_of(item) if group_of is not None else None
+        units.setdefault(("item", index) if key is None else ("group", key), []).append(index)
+    order = list(units.values())  # insertion order: first appearance, so stable before shuffling
+    random.Random(seed).shuffle(order)
+
+    total = len(items)
+    cut_train = fractions[0] * total
+    cut_val = (fractions[0] + fractions[1]) * total
+    chosen: dict[Split, list[int]] = {split: [] for split in SPLITS}
+    start = 0
+    for indices in order:
+        middle = start + len(indices) / 2
+        split: Split = "train" if middle < cut_train else "val" if middle < cut_val else "test"
+        chosen[split].extend(indices)
+        start += len(indices)
+    return {split: [items[i] for i in sorted(chosen[split])] for split in SPLITS}
+
+
+def _check_ratio(ratio: Sequence[float]) -> tuple[float, float, float]:
+    shown = "/".join(str(r) for r in ratio)
+    if len(ratio) != 3:
+        raise ConfigError(f"env.split_ratio {shown}: expected three numbers (train, val, test)")
+    values = tuple(float(r) for r in ratio)
+    if any(not math.isfinite(v) or v < 0 for v in values):
+        raise ConfigError(f"env.split_ratio {shown}: every part must be a non-negative number")
+    if abs(sum(values) - 1.0) > 1e-6:
+        raise ConfigError(
+            f"env.split_ratio {shown}: parts must sum to 1 (they sum to {sum(values):g})"
+        )
+    return values  # type: ignore[return-value]
+
+
+def load_split_dir(
+    split_dir: Path,
+    loader: Callable[[Path], list[T]] = load_records,  # type: ignore[assignment]
+) -> dict[Split, list[T]]:
+    """Load a directory holding one file or folder per split.
+
+    For each of ``train``, ``val`` and ``test`` it looks for ``<split>.json``,
+    ``<split>.jsonl`` or ``<split>.ndjson``, or a folder ``<split>/`` whose ``.json`` /
+    ``.jsonl`` files (not recursive, by name order) are concatenated. ``loader`` reads one file
+    (default :func:`load_records`); an environment passes one that also validates its records,
+    so errors name the file they come from. A missing, ambiguous or empty split raises
+    :class:`DataError`.
+    """
+    split_dir = Path(split_dir)
+    if not split_dir.is_dir():
+        raise DataError(f"{split_dir}: split directory not found")
+    files_of = {split: _split_files(split_dir, split) for split in SPLITS}
+    out: dict[Split, list[T]] = {
+        split: [record for file in files_of[split] for record in loader(file)] for split in SPLITS
+    }
+    require_nonempty(out, {s: ", ".join(str(f) for f in files_of[s]) for s in SPLITS})
+    return out
+
+
+def _split_files(split_dir: Path, split: Split) -> list[Path]:
+    candidates = [split_dir / f"{split}{suffix}" for suffix in DATA_SUFFIXES]
+    files = [p for p in candidates if p.is_file()]
+    folder = split_dir / split
+    if folder.is_dir():
+        files.append(folder)
+    if not files:
+        looked = ", ".join(p.name for p in candidates) + f" or {split}/"
+        raise DataError(f"{split_dir}: no {split} split found (looked for {looked})")
+    if len(files) > 1:
+        shown = ", ".join(p.name + ("/" if p.is_dir() else "") for p in files)
+        raise DataError(f"{split_dir}: {split} split is ambiguous ({shown}); keep only one")
+    if files[0].is_file():
+        return files
+    inner = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in DATA_SUFFIXES
+    )
+    if not inner:
+        raise DataError(f"{folder}: {split} split folder has no .json or .jsonl files")
+    return inner
+
+
+def require_nonempty(
+    splits: Mapping[Split, Sequence[Any]], source: str | Mapping[Split, str], hint: str = ""
+) -> None:
+    """Raise :class:`DataError` naming the split and its source when any split is empty."""
+    for split in SPLITS:
+        if not splits.get(split):
+            where = source if isinstance(source, str) else source.get(split, "?")
+            raise DataError(f"{where}: split {split!r} is empty" + (f" ({hint})" if hint else ""))

@@ -1,0 +1,301 @@
+"""The built-in ``qa`` environment: question answering over the user's JSON / JSONL file.
+
+In deep-learning terms this is a data set plus a loss: each record is one task, the rollout is
+a single chat call with the skill as the system message, and the loss is SQuAD-style exact
+match (``hard``) and token F1 (``soft``) against the gold answers.
+
+A record is an object with
+
+* ``question`` (string, required),
+* ``answer`` (a string, or a non-empty list of acceptable strings; required),
+* ``id`` (string or integer, optional; default: the first 12 hex digits of the SHA-1 of the
+  context and question, so a record keeps its id when the file is reordered),
+* ``context`` (string or null, optional): a passage shown before the question,
+* ``group`` (string or null, optional): records of one group stay in one split.
+
+Other keys are ignored. A bad record raises :class:`~skillgrad.errors.DataError` naming the
+file, the record index and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
+from skillgrad.envs.data import load_records, load_split_dir, require_nonempty, split_by_ratio
+from skillgrad.envs.scoring import exact_match, extract_final_answer, token_f1
+from skillgrad.errors import ConfigError, DataError
+from skillgrad.models.base import ChatModel
+from skillgrad.records import ChatRequest, Message, RolloutResult, Task
+
+DEFAULT_SKILL = "qa_initial_skill.md"
+
+
+class QAOptions(EnvOptions):
+    """The ``env:`` keys of the ``qa`` environment."""
+
+    data_path: Path | None = Field(
+        default=None, description="JSON / JSONL records; required when split_mode is 'ratio'"
+    )
+    max_tokens: int = Field(default=64, ge=1, description="token limit of the target's answer")
+    temperature: float = Field(
+        default=0.0, ge=0.0, description="sampling temperature of the target"
+    )
+    context_chars: int = Field(
+        default=4000, ge=1, description="longer contexts are cut to this many characters"
+    )
+
+
+@dataclass(frozen=True)
+class QARecord:
+    """One validated record; ``where`` locates it for error messages."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    context: str | None
+    group: str | None
+    where: str
+
+
+class QAEnvironment:
+    """Single-turn question answering scored by exact match and token F1.
+
+    Build it with :meth:`create` from config, or directly from tasks (tests, other loaders).
+    """
+
+    Options: ClassVar[type[EnvOptions]] = QAOptions
+
+    def __init__(
+        self,
+        tasks: Mapping[Split, Sequence[Task]],
+        options: QAOptions | None = None,
+        skill_path: Path | None = None,
+    ) -> None:
+        self._tasks = {split: list(tasks.get(split, ())) for split in SPLITS}
+        self.options = options or QAOptions()
+        self.skill_path = skill_path
+
+    @classmethod
+    def create(cls, common: EnvCommon, options: QAOptions, base_dir: Path) -> QAEnvironment:
+        """Load and split the records named by the config; relative paths are resolved against
+        ``base_dir`` (the config file's folder)."""
+        base_dir = Path(base_dir)
+        records = _load_splits(common, options, base_dir)
+        _check_unique_ids([r for split in SPLITS for r in records[split]])
+        tasks = {
+            split: [to_task(r, options.context_chars) for r in records[split]] for split in SPLITS
+        }
+        skill_path = _resolve(common.skill_init, base_dir) if common.skill_init else None
+        return cls(tasks, options, skill_path)
+
+    def tasks(self, split: Split) -> list[Task]:
+        if split not in self._tasks:
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        return list(self._tasks[split])
+
+    def initial_skill(self) -> str:
+        if self.skill_path is None:
+            return resources.files("skillgrad.envs").joinpath(DEFAULT_SKILL).read_text("utf-8")
+        return read_skill_file(self.skill_path)
+
+    def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
+        system = Message(role="system", content=skill)
+        user = Message(role="user", content=task.prompt)
+        request = ChatRequest(
+            messages=(system, user),
+            max_tokens=self.options.max_tokens,
+            temperature=self.options.temperature,
+        )
+        # No try/except: a model failure is infrastructure and must propagate, never be scored.
+        completion = model.complete(request)
+        golds = _golds(task)
+        answer = extract_final_answer(completion.text)
+        hard = exact_match(answer, golds)
+        soft = token_f1(answer, golds)
+        reason = (
+            "" if hard >= 1.0 else _reason(answer, golds, soft, completion.truncated, self.options)
+        )
+        return RolloutResult(
+            task_id=task.id,
+            messages=(system, user, Message(role="assistant", content=completion.text)),
+            answer=answer,
+            hard=hard,
+            soft=soft,
+            reason=reason,
+            turns=1,
+            usage=completion.usage,
+        )
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _resolve(path: Path, base_dir: Path) -> Path:
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def _load_splits(
+    common: EnvCommon, options: QAOptions, base_dir: Path
+) -> dict[Split, list[QARecord]]:
+    if common.split_mode == "split_dir":
+        if common.split_dir is None:
+            raise ConfigError("env.split_dir is required when env.split_mode is 'split_dir'")
+        if options.data_path is not None:
+            raise ConfigError(
+                "env.data_path is not used when env.split_mode is 'split_dir'; remove it "
+                "or set env.split_mode to 'ratio'"
+            )
+        return load_split_dir(_resolve(common.split_dir, base_dir), load_qa_records)
+    if options.data_path is None:
+        raise ConfigError("env.data_path is required when env.split_mode is 'ratio'")
+    path = _resolve(options.data_path, base_dir)
+    records = load_qa_records(path)
+    splits = split_by_ratio(records, common.split_ratio, common.split_seed, lambda r: r.group)
+    ratio = "/".join(f"{r:g}" for r in common.split_ratio)
+    require_nonempty(
+        splits,
+        str(path),
+        hint=f"{len(records)} records, env.split_ratio {ratio}, env.split_seed "
+        f"{common.split_seed}; add records or change the ratio",
+    )
+    return splits
+
+
+def load_qa_records(path: Path) -> list[QARecord]:
+    """Read and validate the QA records of one file."""
+    return [
+        parse_record(raw, f"{path}: record index {i}") for i, raw in enumerate(load_records(path))
+    ]
+
+
+def parse_record(raw: dict[str, Any], where: str) -> QARecord:
+    """Validate one raw record; ``where`` prefixes every error message."""
+    question = raw.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise DataError(
+            f"{where}: key 'question' must be a non-empty string{_got(raw, 'question')}"
+        )
+    answers = _answers(raw, where)
+    context = raw.get("context")
+    if context is not None and not isinstance(context, str):
+        raise DataError(f"{where}: key 'context' must be a string or null{_got(raw, 'context')}")
+    group = raw.get("group")
+    if group is not None and not isinstance(group, str):
+        raise DataError(f"{where}: key 'group' must be a string or null{_got(raw, 'group')}")
+    record_id = raw.get("id")
+    if record_id is None:
+        record_id = hashlib.sha1(f"{context or ''}\n{question}".encode()).hexdigest()[:12]
+    elif isinstance(record_id, int) and not isinstance(record_id, bool):
+        record_id = str(record_id)
+    elif not isinstance(record_id, str) or not record_id.strip():
+        raise DataError(
+            f"{where}: key 'id' must be a non-empty string or an integer{_got(raw, 'id')}"
+        )
+    return QARecord(record_id, question, answers, context or None, group, where)
+
+
+def _answers(raw: dict[str, Any], where: str) -> tuple[str, ...]:
+    if "answer" not in raw:
+        hint = " (found 'answers'; rename it to 'answer')" if "answers" in raw else ""
+        raise DataError(f"{where}: missing key 'answer'{hint}")
+    value = raw["answer"]
+    items = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(items, list)
+        or not items
+        or not all(isinstance(a, str) and a.strip() for a in items)
+    ):
+        raise DataError(
+            f"{where}: key 'answer' must be a non-empty string or a non-empty list of "
+            f"non-empty strings (quote numbers){_got(raw, 'answer')}"
+        )
+    return tuple(items)
+
+
+def _got(raw: dict[str, Any], key: str) -> str:
+    if key not in raw:
+        return " (missing)"
+    shown = repr(raw[key])
+    return f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
+
+
+def _check_unique_ids(records: Sequence[QARecord]) -> None:
+    seen: dict[str, QARecord] = {}
+    for record in records:
+        first = seen.setdefault(record.id, record)
+        if first is not record:
+            raise DataError(
+                f"{record.where}: key 'id' {record.id!r} duplicates {first.where}; "
+                "give each record a unique 'id'"
+            )
+
+
+def to_task(record: QARecord, context_chars: int) -> Task:
+    """The task the target sees: a short user message (the skill comes first, as system)."""
+    prompt = f"Question: {record.question}"
+    if record.context:
+        context = record.context
+        if len(context) > context_chars:
+            context = (
+                context[:context_chars]
+                + f"\n[context cut to its first {context_chars} of {len(record.context)} characters]"
+            )
+        prompt = f"Context:\n{context}\n\n{prompt}"
+    return Task(
+        id=record.id,
+        prompt=prompt,
+        reference={"answers": list(record.answers)},
+        group=record.group,
+        metadata={},
+    )
+
+
+def read_skill_file(path: Path) -> str:
+    """Read a skill file; a missing or non-UTF-8 file raises :class:`DataError` naming it."""
+    try:
+        return Path(path).read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise DataError(f"{path}: skill file not found") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path}: skill file is not valid UTF-8 (bad byte at offset {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read skill file ({exc.strerror or exc})") from None
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def _golds(task: Task) -> list[str]:
+    reference = task.reference
+    if not isinstance(reference, dict) or not isinstance(reference.get("answers"), list):
+        raise DataError(f"task {task.id!r}: reference must be {{'answers': [...]}} for the qa env")
+    return reference["answers"]
+
+
+def _reason(
+    answer: str, golds: Sequence[str], soft: float, truncated: bool, options: QAOptions
+) -> str:
+    gold = " or ".join(_quote(g) for g in golds[:3]) + (" (or others)" if len(golds) > 3 else "")
+    if truncated:
+        got = f"; the answer read was {_quote(answer)}" if answer else " before any answer"
+        return f"reply was cut off at the token limit (max_tokens={options.max_tokens}){got}; gold is {gold}"
+    if not answer:
+        return f"empty answer; gold is {gold}"
+    partial = f" (partial overlap, token F1 {soft:.2f})" if soft > 0 else ""
+    return f"answer {_quote(answer)} does not match gold {gold}{partial}"
+
+
+def _quote(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

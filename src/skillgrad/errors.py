@@ -1,0 +1,55 @@
+"""Typed errors.
+
+Two families matter to the training loop:
+
+* :class:`SkillgradError` subclasses are *user-facing*: bad config, bad data, a run directory
+  that belongs to another config. The CLI prints their message as one line and exits non-zero.
+* :class:`ModelError` subclasses are *infrastructure* failures of a model call. They are never
+  turned into a score: transient ones are retried by the model client, and whatever still
+  fails stops the run (the checkpoint stays valid, so the run can be resumed).
+"""
+
+from __future__ import annotations
+
+
+class SkillgradError(Exception):
+    """An error whose message is meant for the user as a single line."""
+
+
+class ConfigError(SkillgradError):
+    """A configuration file, key or value is invalid."""
+
+
+class DataError(SkillgradError):
+    """A data file, split or skill file is missing or malformed."""
+
+
+class RunDirError(SkillgradError):
+    """A run directory cannot be used (different config, corrupt checkpoint)."""
+
+
+class RunStopped(SkillgradError):
+    """The run stopped cleanly before finishing (for example a budget ran out).
+
+    The checkpoint is consistent; running the same command again resumes.
+    """
+
+
+class ModelError(SkillgradError):
+    """A model call failed for a reason that is not the model's answer."""
+
+
+class TransientModelError(ModelError):
+    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class FatalModelError(ModelError):
+    """A failure that retrying will not fix: bad credentials, bad request, unknown model."""
+
+
+class ScriptExhausted(FatalModelError):
+    """A scripted model was asked something its script does not answer."""

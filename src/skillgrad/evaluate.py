@@ -1,0 +1,69 @@
+"""Score one skill on one split, outside training (``skillgrad eval``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from skillgrad import __version__
+from skillgrad.build import build_client, build_environment
+from skillgrad.config import ResolvedConfig
+from skillgrad.errors import DataError
+from skillgrad.models.client import CallJournal
+from skillgrad.rollout import rollout, score
+from skillgrad.rundir import RunDir
+from skillgrad.skill import skill_hash
+from skillgrad.summary import model_usage
+
+
+def read_skill_file(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: skill file not found") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: skill file is not UTF-8 text") from None
+    if not text.strip():
+        raise DataError(f"{path}: skill file is empty")
+    return text
+
+
+def evaluate_skill(
+    resolved: ResolvedConfig,
+    skill: str,
+    split: str,
+    out: Path,
+    *,
+    on_result: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
+    """Roll the skill out on every task of ``split`` and write ``eval_summary.json``.
+
+    Model calls are journaled in ``out``, so an interrupted evaluation resumes for free."""
+    env = build_environment(resolved)
+    tasks = env.tasks(split)  # type: ignore[arg-type]
+    if not tasks:
+        raise DataError(f"the {split} split is empty")
+    client = build_client(resolved, "target")
+    run = RunDir(out)
+    client.journal = CallJournal(out / "calls.jsonl")
+    started = time.monotonic()
+    results = rollout(env, tasks, skill, client.for_stage(f"eval_{split}"),
+                      workers=resolved.config.execution.rollout_workers, on_result=on_result)
+    result = score(results, split, skill_hash(skill))
+    run.write_jsonl(out / "rollouts.jsonl", results)
+    summary = {
+        "skillgrad_version": __version__,
+        "env": resolved.config.env.name,
+        "split": split,
+        "skill_hash": result.skill_hash,
+        "n": result.n,
+        "hard": result.hard,
+        "soft": result.soft,
+        "failures": [{"task_id": r.task_id, "reason": r.reason} for r in results if not r.success],
+        "wall_seconds": round(time.monotonic() - started, 3),
+        "models": model_usage(client.meter.to_json()),
+    }
+    run.write_json(out / "eval_summary.json", summary)
+    return summary

@@ -1,0 +1,232 @@
+"""The shared layer every backend sits behind: retries, a concurrency limit, metering, and a
+journal of completed calls.
+
+The journal is what makes a run resumable at any instant: every successful call is appended to
+the journal of the current scope (one step, the initial evaluation, the final evaluation)
+before its answer is used. When a killed run resumes a step, calls already answered are served
+from the journal, so nothing is asked twice and the same replies lead to the same skills.
+Failures are never journaled: an infrastructure error is never cached as a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillgrad.errors import ModelError, TransientModelError
+from skillgrad.models.base import ChatModel
+from skillgrad.records import ChatRequest, Completion, Usage
+
+log = logging.getLogger(__name__)
+
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def strip_think(text: str) -> str:
+    """Remove reasoning blocks (``<think>...</think>``) that reasoning models emit."""
+    return _THINK.sub("", text).strip() if "<think>" in text.lower() else text
+
+
+def request_key(role: str, request: ChatRequest) -> str:
+    payload = json.dumps({"role": role, "request": request.model_dump(mode="json")}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- metering
+
+
+@dataclass
+class StageMeter:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    retries: int = 0
+    errors: int = 0
+    replayed: int = 0
+
+    def add(self, other: StageMeter) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Meter:
+    """Calls and tokens per (role, stage). Part of the checkpoint, so totals survive resume."""
+
+    stages: dict[str, dict[str, StageMeter]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def entry(self, role: str, stage: str) -> StageMeter:
+        return self.stages.setdefault(role, {}).setdefault(stage, StageMeter())
+
+    def record(self, role: str, stage: str, **counts: float) -> None:
+        with self._lock:
+            e = self.entry(role, stage)
+            for name, value in counts.items():
+                setattr(e, name, getattr(e, name) + value)
+
+    def totals(self, role: str | None = None) -> StageMeter:
+        total = StageMeter()
+        for r, stages in self.stages.items():
+            if role is None or r == role:
+                for e in stages.values():
+                    total.add(e)
+        return total
+
+    def to_json(self) -> dict[str, Any]:
+        return {r: {s: vars(e).copy() for s, e in st.items()} for r, st in self.stages.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Meter:
+        return cls({r: {s: StageMeter(**e) for s, e in st.items()} for r, st in data.items()})
+
+
+# ----------------------------------------------------------------------------- journal
+
+
+class CallJournal:
+    """Append-only record of completed calls in one scope, keyed by request and occurrence.
+
+    A half-written last line (the process was killed mid-write) is ignored on load.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._recorded: dict[str, list[Completion]] = {}
+        self._served: dict[str, int] = {}
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s: ignoring a truncated journal line", self.path)
+                continue
+            completion = Completion.model_validate(entry["completion"])
+            self._recorded.setdefault(entry["key"], []).append(completion)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._recorded.values())
+
+    def lookup(self, key: str) -> Completion | None:
+        """The next recorded answer to this request, if the journal has one left."""
+        with self._lock:
+            n = self._served.get(key, 0)
+            recorded = self._recorded.get(key, [])
+            if n >= len(recorded):
+                return None
+            self._served[key] = n + 1
+            return recorded[n]
+
+    def record(self, key: str, entry: dict[str, Any], completion: Completion) -> None:
+        line = json.dumps({"key": key, **entry, "completion": completion.model_dump(mode="json")})
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+            self._recorded.setdefault(key, []).append(completion)
+            self._served[key] = self._served.get(key, 0) + 1
+
+
+# ----------------------------------------------------------------------------- client
+
+
+class ModelClient:
+    """One role's model behind retries, a concurrency limit, metering and the journal."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        role: str,
+        *,
+        concurrency: int = 1,
+        max_retries: int = 4,
+        retry_base_delay: float = 1.0,
+        meter: Meter | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model
+        self.role = role
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.meter = meter if meter is not None else Meter()
+        self.journal: CallJournal | None = None
+        self._limit = threading.Semaphore(concurrency)
+        self._sleep = sleep
+        self._jitter = random.Random()
+
+    def for_stage(self, stage: str) -> StageModel:
+        """A :class:`ChatModel` view of this client that meters its calls under ``stage``."""
+        return StageModel(self, stage)
+
+    def call(self, request: ChatRequest, *, stage: str) -> Completion:
+        key = request_key(self.role, request)
+        journal = self.journal
+        if journal is not None:
+            cached = journal.lookup(key)
+            if cached is not None:
+                self._meter(stage, cached.usage, 0.0, replayed=1)
+                return cached
+        started = time.monotonic()
+        completion = self._call_with_retries(request, stage)
+        seconds = time.monotonic() - started
+        completion = completion.model_copy(update={"text": strip_think(completion.text)})
+        self._meter(stage, completion.usage, seconds)
+        if journal is not None:
+            entry = {"role": self.role, "stage": stage, "seconds": round(seconds, 3),
+                     "request": request.model_dump(mode="json")}
+            journal.record(key, entry, completion)
+        return completion
+
+    def _call_with_retries(self, request: ChatRequest, stage: str) -> Completion:
+        attempt = 0
+        while True:
+            try:
+                with self._limit:
+                    return self.model.complete(request)
+            except TransientModelError as exc:
+                self.meter.record(self.role, stage, errors=1)
+                if attempt >= self.max_retries:
+                    raise ModelError(
+                        f"{self.role} model failed after {attempt + 1} attempts: {exc}"
+                    ) from exc
+                delay = exc.retry_after
+                if delay is None:
+                    delay = self.retry_base_delay * (2**attempt) * (1 + self._jitter.random())
+                log.warning("%s model: %s; retry %d in %.1fs", self.role, exc, attempt + 1, delay)
+                self.meter.record(self.role, stage, retries=1)
+                self._sleep(delay)
+                attempt += 1
+            except ModelError:
+                self.meter.record(self.role, stage, errors=1)
+                raise
+
+    def _meter(self, stage: str, usage: Usage, seconds: float, replayed: int = 0) -> None:
+        self.meter.record(
+            self.role, stage, calls=1, prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens, seconds=seconds, replayed=replayed,
+        )
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """A client bound to one stage; satisfies the :class:`ChatModel` protocol."""
+
+    client: ModelClient
+    stage: str
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return self.client.call(request, stage=self.stage)

@@ -1,0 +1,241 @@
+"""Records that cross a stage boundary.
+
+Every record is a frozen pydantic model that round-trips through JSON, so that what one stage
+hands the next is also exactly what lands in the run directory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ----------------------------------------------------------------------------- model calls
+
+
+class Message(Record):
+    """One chat message. ``content`` may be a list of parts (text / image) for vision models."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] = ""
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
+
+
+class Usage(Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class ChatRequest(Record):
+    """What a model is asked. ``json_schema`` asks for structured output where supported."""
+
+    messages: tuple[Message, ...]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    json_schema: dict[str, Any] | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
+    stop: tuple[str, ...] | None = None
+
+
+class Completion(Record):
+    """What a model answered. ``finish_reason`` is ``"length"`` when the reply was cut off."""
+
+    text: str
+    usage: Usage = Usage()
+    finish_reason: str = "stop"
+    model: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+# ----------------------------------------------------------------------------- tasks, rollouts
+
+
+class Task(Record):
+    """One task of an environment.
+
+    ``prompt`` is what the target is shown; ``reference`` is what the scorer needs (gold answers,
+    expected cells, ...); ``group`` keeps related tasks in one split.
+    """
+
+    id: str
+    prompt: str
+    reference: Any = None
+    group: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Score(Record):
+    """A scored outcome. ``reason`` says why a task was not fully solved (empty when it was)."""
+
+    hard: float
+    soft: float
+    reason: str = ""
+
+
+class RolloutResult(Record):
+    """The forward pass on one task: full trajectory plus its score."""
+
+    task_id: str
+    messages: tuple[Message, ...]
+    answer: str
+    hard: float
+    soft: float
+    reason: str = ""
+    turns: int = 1
+    usage: Usage = Usage()
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return self.hard >= 1.0
+
+
+# ----------------------------------------------------------------------------- edits
+
+
+EditOp = Literal["append", "insert_after", "replace", "delete"]
+
+
+class Edit(Record):
+    """One bounded change to the skill document (a component of the textual gradient)."""
+
+    op: EditOp
+    anchor: str = ""
+    content: str = ""
+    support: int = 1
+    rationale: str = ""
+
+
+class Patch(Record):
+    """An analyst's or a merge's proposal. ``error`` and ``raw`` are kept when parsing failed."""
+
+    source: Literal["failure", "success", "merged"]
+    reasoning: str = ""
+    edits: tuple[Edit, ...] = ()
+    error: str | None = None
+    raw: str | None = None
+    minibatch: int | None = None
+
+
+class EditOutcome(Record):
+    index: int
+    edit: Edit
+    status: Literal["applied", "applied_fuzzy", "skipped"]
+    matched: str | None = None
+    similarity: float | None = None
+    reason: str | None = None
+
+
+class ApplyReport(Record):
+    outcomes: tuple[EditOutcome, ...] = ()
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def n_applied(self) -> int:
+        return self.count("applied") + self.count("applied_fuzzy")
+
+    @property
+    def all_missed(self) -> bool:
+        return bool(self.outcomes) and self.n_applied == 0
+
+
+class Selection(Record):
+    """Ranked edits cut to the step's budget (the clipped, learning-rate-scaled gradient)."""
+
+    budget: int
+    ranked: tuple[Edit, ...] = ()
+    kept: tuple[Edit, ...] = ()
+    reasoning: str = ""
+    error: str | None = None
+    raw: str | None = None
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+class EvalScore(Record):
+    """A skill's score on one split: means plus per-task (hard, soft)."""
+
+    split: str
+    skill_hash: str
+    n: int
+    hard: float
+    soft: float
+    per_task: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    def metric(self, name: str, mixed_weight: float = 0.5) -> float:
+        if name == "hard":
+            return self.hard
+        if name == "soft":
+            return self.soft
+        if name == "mixed":
+            return (1.0 - mixed_weight) * self.hard + mixed_weight * self.soft
+        raise ValueError(f"unknown metric {name!r}")
+
+
+Decision = Literal["accept_new_best", "accept", "reject", "skip"]
+
+
+class GateDecision(Record):
+    decision: Decision
+    metric: str
+    candidate: float | None = None
+    current: float | None = None
+    best: float | None = None
+    gated: bool = True
+    reason: str = ""
+
+
+class StepRecord(Record):
+    """One optimisation step as it ends up in the checkpoint and in ``show``."""
+
+    epoch: int
+    step: int
+    global_step: int
+    budget: int
+    train_hard: float
+    train_soft: float
+    n_proposed: int
+    n_selected: int
+    n_applied: int
+    n_fuzzy: int
+    n_skipped: int
+    n_parse_errors: int
+    decision: Decision
+    candidate_hash: str | None
+    candidate_score: float | None
+    current_score: float | None
+    best_score: float | None
+    seconds: float
+
+
+class RejectedStep(Record):
+    """Edits the gate rejected and the score change they caused (shown to later reflection)."""
+
+    global_step: int
+    edits: tuple[Edit, ...]
+    delta: float

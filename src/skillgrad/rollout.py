@@ -1,0 +1,52 @@
+"""Rollout: the forward pass. The frozen target model does a batch of tasks with the skill.
+
+One skill version's tasks run back to back, so a local backend can reuse the processed skill
+prefix. A model failure propagates (it is never a score); a wrong answer is a scored result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from skillgrad.envs.base import Environment
+from skillgrad.models.base import ChatModel
+from skillgrad.records import EvalScore, RolloutResult, Task
+
+
+def rollout(
+    env: Environment,
+    tasks: Sequence[Task],
+    skill: str,
+    model: ChatModel,
+    *,
+    workers: int = 1,
+    on_result: Callable[[RolloutResult], None] | None = None,
+) -> list[RolloutResult]:
+    """Roll out every task with ``skill``; results come back in task order."""
+
+    def one(task: Task) -> RolloutResult:
+        result = env.rollout(task, skill, model)
+        if result.task_id != task.id:
+            raise RuntimeError(f"environment returned task {result.task_id!r} for {task.id!r}")
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    if workers <= 1 or len(tasks) <= 1:
+        return [one(t) for t in tasks]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
+        return list(pool.map(one, tasks))
+
+
+def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> EvalScore:
+    """Mean hard and soft score of a set of results."""
+    n = len(results)
+    return EvalScore(
+        split=split,
+        skill_hash=skill_hash,
+        n=n,
+        hard=sum(r.hard for r in results) / n if n else 0.0,
+        soft=sum(r.soft for r in results) / n if n else 0.0,
+        per_task={r.task_id: (r.hard, r.soft) for r in results},
+    )

@@ -1,0 +1,173 @@
+"""The run directory: the one module that owns every path and every write of a run.
+
+Layout::
+
+    RUN/
+      config.yaml          resolved config, secrets redacted
+      checkpoint.json      trainer state, replaced atomically after every step
+      events.jsonl         append-only event log, one JSON object per line
+      skills/<hash>.md     every skill version, content-addressed
+      best_skill.md        the deployable artifact
+      current_skill.md     the skill training would continue from
+      init/  final/        evaluation scopes: rollouts and model calls
+      steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
+                           apply report, gate decision, model calls (calls.jsonl)
+      evals/<split>-<hash>/rollouts.jsonl
+      summary.json
+
+Every file except the logs is written to a temporary name and renamed into place, so a run
+killed at any instant leaves either the old or the new version, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from skillgrad.errors import RunDirError
+from skillgrad.skill import skill_hash
+
+SCHEMA_VERSION = 1
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Objects of a JSON-lines file; a half-written last line (a killed writer) is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+class RunDir:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint.json"
+
+    @property
+    def events_path(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def best_skill_path(self) -> Path:
+        return self.root / "best_skill.md"
+
+    @property
+    def current_skill_path(self) -> Path:
+        return self.root / "current_skill.md"
+
+    def skill_path(self, digest: str) -> Path:
+        return self.root / "skills" / f"{digest[:16]}.md"
+
+    def step_dir(self, epoch: int, step: int) -> Path:
+        return self.root / "steps" / f"e{epoch:02d}-s{step:03d}"
+
+    def scope_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def eval_dir(self, split: str, digest: str) -> Path:
+        return self.root / "evals" / f"{split}-{digest[:16]}"
+
+    # ------------------------------------------------------------------ writes
+    def write_text(self, path: Path, text: str) -> None:
+        atomic_write_text(path, text)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        atomic_write_text(path, json.dumps(_jsonable(data), indent=2, ensure_ascii=False) + "\n")
+
+    def write_jsonl(self, path: Path, rows: Iterable[Any]) -> None:
+        text = "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in rows)
+        atomic_write_text(path, text)
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"time": round(time.time(), 3), "event": kind, **_jsonable(data)},
+                          ensure_ascii=False)
+        with self.events_path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.events_path)
+
+    def save_skill(self, text: str) -> str:
+        digest = skill_hash(text)
+        path = self.skill_path(digest)
+        if not path.exists():
+            atomic_write_text(path, text)
+        return digest
+
+    def load_skill(self, digest: str) -> str:
+        path = self.skill_path(digest)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise RunDirError(f"{path}: skill version missing from the run directory") from None
+        if skill_hash(text) != digest:
+            raise RunDirError(f"{path}: skill file was modified (content hash differs)")
+        return text
+
+    # ------------------------------------------------------------------ checkpoint
+    def save_checkpoint(self, state: BaseModel) -> None:
+        self.write_json(self.checkpoint_path, state)
+
+    def load_checkpoint_data(self) -> dict[str, Any] | None:
+        path = self.checkpoint_path
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise RunDirError(f"{path}: checkpoint is not valid JSON") from None
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            raise RunDirError(f"{path}: checkpoint schema version is not {SCHEMA_VERSION}")
+        return data
+
+    def exists(self) -> bool:
+        return self.checkpoint_path.exists()

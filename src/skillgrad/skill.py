@@ -1,0 +1,167 @@
+"""The skill document: the weights being trained.
+
+The skill is one markdown string. Its content hash is its identity (like a checkpoint's digest),
+and parts of it can be *frozen*: a protected block
+
+    <!-- NAME_START -->
+    ...
+    <!-- NAME_END -->
+
+is left alone by the optimizer step (``update.apply_edits``), the way frozen parameters receive
+no gradient. Only epoch-level features (slow update, appendix) write blocks, via ``set_block``.
+
+Marker recognition is deliberately generous (whitespace and case are ignored) and an
+unterminated START protects to the end of the document: when in doubt, protect. Blocks do not
+nest; a marker inside a block is part of that block's content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "Block",
+    "body_without_blocks",
+    "get_block",
+    "neutralise_markers",
+    "protected_spans",
+    "remove_span",
+    "set_block",
+    "skill_hash",
+]
+
+# A marker as the document defines it: ``<!-- NAME_START -->`` / ``<!-- NAME_END -->``.
+_MARKER_RE = re.compile(r"<!--\s*([A-Za-z][A-Za-z0-9_]*)_(START|END)\s*-->", re.IGNORECASE)
+# Anything that merely looks like one (a superset of _MARKER_RE): neutralised inside edits.
+_LOOKALIKE_RE = re.compile(r"<!--\s*([\w\s-]*?[_\s-](?:START|END))\s*-->", re.IGNORECASE)
+_NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A protected block: ``text[start:end]`` runs from its START marker to its END marker."""
+
+    name: str
+    start: int
+    end: int
+
+
+def skill_hash(text: str) -> str:
+    """Content identity of a skill: sha256 hex digest of its exact UTF-8 text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _scan(text: str) -> list[tuple[Block, int, int]]:
+    """Blocks in document order, each with the offsets of its content (between the markers)."""
+    found: list[tuple[Block, int, int]] = []
+    pos = 0
+    while True:
+        start = next((m for m in _MARKER_RE.finditer(text, pos) if _kind(m) == "START"), None)
+        if start is None:
+            return found
+        name = start.group(1).upper()
+        end = next(
+            (
+                m
+                for m in _MARKER_RE.finditer(text, start.end())
+                if _kind(m) == "END" and m.group(1).upper() == name
+            ),
+            None,
+        )
+        if end is None:  # unterminated: protect everything that follows
+            found.append((Block(name, start.start(), len(text)), start.end(), len(text)))
+            return found
+        found.append((Block(name, start.start(), end.end()), start.end(), end.start()))
+        pos = end.end()
+
+
+def _kind(marker: re.Match[str]) -> str:
+    return marker.group(2).upper()
+
+
+def protected_spans(text: str) -> list[Block]:
+    """The protected blocks of ``text``, in document order, non-overlapping."""
+    return [block for block, _, _ in _scan(text)]
+
+
+def neutralise_markers(content: str) -> str:
+    """Defuse anything in ``content`` that looks like a protection marker.
+
+    ``<!-- X_START -->`` becomes ``<!- - X_START - ->``: still readable, no longer an HTML
+    comment, and never recognised as a marker. Idempotent.
+    """
+    while True:
+        content, n = _LOOKALIKE_RE.subn(lambda m: f"<!- - {m.group(1).strip()} - ->", content)
+        if n == 0:  # each pass removes at least one "<!--" and creates none, so this ends
+            return content
+
+
+def _canonical_name(name: str) -> str:
+    upper = name.upper()
+    if not _NAME_RE.fullmatch(upper):
+        raise ValueError(f"invalid block name {name!r}: expected [A-Z][A-Z0-9_]*")
+    return upper
+
+
+def get_block(text: str, name: str) -> str | None:
+    """The content of the first block called ``name`` (surrounding newlines stripped), or None."""
+    wanted = _canonical_name(name)
+    for block, inner_start, inner_end in _scan(text):
+        if block.name == wanted:
+            return text[inner_start:inner_end].strip("\n")
+    return None
+
+
+def set_block(text: str, name: str, content: str) -> str:
+    """Set block ``name`` to ``content``, leaving exactly one block of that name.
+
+    The first existing block is rewritten in place (later duplicates are removed); if there is
+    none, the block is appended at the end of the document. ``content`` is neutralised first,
+    so it cannot open or close a block. ``get_block`` returns ``content`` stripped of
+    surrounding newlines.
+    """
+    wanted = _canonical_name(name)
+    inner = neutralise_markers(content).strip("\n")
+    rendered = f"<!-- {wanted}_START -->\n{inner}\n<!-- {wanted}_END -->"
+    blocks = [b for b in protected_spans(text) if b.name == wanted]
+    if not blocks:
+        body = text.rstrip("\n")
+        return f"{body}\n\n{rendered}\n" if body.strip() else f"{rendered}\n"
+    for dup in reversed(blocks[1:]):
+        text = remove_span(text, dup.start, dup.end)
+    first = blocks[0]
+    tail = text[first.end :] or "\n"  # an unterminated block ran to the end
+    return text[: first.start] + rendered + tail
+
+
+def body_without_blocks(text: str) -> str:
+    """``text`` with every protected block removed (blank lines around them tidied)."""
+    for block in reversed(protected_spans(text)):
+        text = remove_span(text, block.start, block.end)
+    return text
+
+
+def remove_span(text: str, start: int, end: int) -> str:
+    """Remove ``text[start:end]``; drop the line(s) it leaves blank, keep at most one blank line.
+
+    Inside a line, the doubled space the removal leaves is collapsed.
+    """
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    if (text[line_start:start] + text[end:line_end]).strip():
+        left, right = text[:start], text[end:]
+        if left.endswith((" ", "\t")) and (not right or right[0] in " \t\n"):
+            left = left.rstrip(" \t")
+        elif not left or left.endswith("\n"):
+            right = right.lstrip(" \t")
+        return left + right
+    left, right = text[:line_start], text[line_end + 1 :]
+    if not left.strip():
+        return right.lstrip("\n")
+    if not right.strip():
+        return left.rstrip("\n") + "\n"
+    newlines = len(left) - len(left.rstrip("\n")) + len(right) - len(right.lstrip("\n"))
+    return left.rstrip("\n") + "\n" * min(newlines, 2) + right.lstrip("\n")

@@ -1,0 +1,82 @@
+"""The trainer's state: a plain serialisable record that holds everything needed to continue
+a run exactly (loop position, skill versions, scores, the rejected-edit buffer, meters).
+
+The data-loader position needs no storage: which tasks a step sees is a pure function of the
+seed, the epoch and the step.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillgrad.records import EvalScore, RejectedStep, StepRecord, Task
+from skillgrad.rundir import SCHEMA_VERSION
+
+
+class TrainerState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    fingerprint: str
+    phase: Literal["train", "final", "done"] = "train"
+    epoch: int = 1
+    step: int = 0
+    global_step: int = 0
+    steps_per_epoch: int
+    num_epochs: int
+    initial_hash: str
+    current_hash: str
+    best_hash: str
+    best_step: int = 0
+    scores: dict[str, EvalScore] = Field(default_factory=dict)
+    rejected: list[RejectedStep] = Field(default_factory=list)
+    history: list[StepRecord] = Field(default_factory=list)
+    meter: dict[str, Any] = Field(default_factory=dict)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    wall_seconds: float = 0.0
+
+    @property
+    def total_steps(self) -> int:
+        return self.num_epochs * self.steps_per_epoch
+
+    @property
+    def training_done(self) -> bool:
+        return self.global_step >= self.total_steps
+
+    def score(self, split: str, digest: str) -> EvalScore | None:
+        return self.scores.get(f"{split}:{digest}")
+
+    def put_score(self, score: EvalScore) -> None:
+        self.scores[f"{score.split}:{score.skill_hash}"] = score
+
+    def advance(self) -> None:
+        """Move the loop position past the step just completed."""
+        self.global_step += 1
+        self.step += 1
+        if self.step >= self.steps_per_epoch:
+            self.epoch += 1
+            self.step = 0
+            self.rejected = []  # the buffer is per epoch
+
+
+def steps_per_epoch(n_train: int, batch_size: int, override: int | None) -> int:
+    return override if override is not None else max(1, math.ceil(n_train / batch_size))
+
+
+def batch_for(tasks: Sequence[Task], seed: int, epoch: int, step: int, size: int) -> list[Task]:
+    """The tasks of one step: a seeded per-epoch permutation, sliced (wrapping around)."""
+    order = list(range(len(tasks)))
+    random.Random(f"batch:{seed}:{epoch}").shuffle(order)
+    n = min(size, len(order))
+    start = (step * size) % len(order)
+    picked = [order[(start + i) % len(order)] for i in range(n)]
+    return [tasks[i] for i in picked]
+
+
+def step_rng(seed: int, epoch: int, step: int, purpose: str) -> random.Random:
+    return random.Random(f"{purpose}:{seed}:{epoch}:{step}")

@@ -1,0 +1,89 @@
+"""The run summary (``summary.json``): scores and deltas, decisions per epoch, time and model
+usage per stage and role."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from skillgrad.config import ResolvedConfig
+from skillgrad.records import EvalScore
+
+
+def _score(s: EvalScore | None) -> dict[str, float] | None:
+    return None if s is None else {"hard": s.hard, "soft": s.soft, "n": s.n}
+
+
+def build_summary(
+    state: Any, resolved: ResolvedConfig, test: dict[str, EvalScore], version: str
+) -> dict[str, Any]:
+    cfg = resolved.config
+    ev = cfg.evaluation
+    metric = ev.gate_metric
+
+    def val(digest: str) -> float | None:
+        s = state.score("val", digest)
+        return None if s is None else s.metric(metric, ev.gate_mixed_weight)
+
+    per_epoch: dict[str, Counter[str]] = {}
+    for rec in state.history:
+        per_epoch.setdefault(str(rec.epoch), Counter())[rec.decision] += 1
+    test_scores = {k: _score(v) for k, v in test.items()}
+    deltas = {}
+    if "initial" in test:
+        for name in ("best", "final"):
+            if name in test:
+                deltas[name] = {
+                    "hard": test[name].hard - test["initial"].hard,
+                    "soft": test[name].soft - test["initial"].soft,
+                }
+    return {
+        "skillgrad_version": version,
+        "env": cfg.env.name,
+        "gate": {
+            "use_gate": ev.use_gate,
+            "metric": metric,
+            "mixed_weight": ev.gate_mixed_weight if metric == "mixed" else None,
+            "rule": "strictly better than current on the selection split"
+            if ev.use_gate else "GATE OFF: every candidate adopted",
+        },
+        "steps": len(state.history),
+        "epochs": state.num_epochs,
+        "best_step": state.best_step,
+        "skills": {"initial": state.initial_hash, "best": state.best_hash,
+                   "final": state.current_hash},
+        "selection": {"initial": val(state.initial_hash), "best": val(state.best_hash),
+                      "final": val(state.current_hash)},
+        "test": test_scores,
+        "test_delta": deltas,
+        "decisions_per_epoch": {e: dict(c) for e, c in sorted(per_epoch.items())},
+        "edits": {
+            "proposed": sum(r.n_proposed for r in state.history),
+            "selected": sum(r.n_selected for r in state.history),
+            "applied": sum(r.n_applied for r in state.history),
+            "applied_fuzzy": sum(r.n_fuzzy for r in state.history),
+            "skipped": sum(r.n_skipped for r in state.history),
+            "parse_errors": sum(r.n_parse_errors for r in state.history),
+        },
+        "wall_seconds": round(state.wall_seconds, 3),
+        "stage_seconds": state.stage_seconds,
+        "models": model_usage(state.meter),
+    }
+
+
+def model_usage(meter: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for role, stages in meter.items():
+        total = Counter()  # type: Counter[str]
+        for counts in stages.values():
+            total.update({k: v for k, v in counts.items()})
+        out[role] = {
+            "calls": int(total["calls"]),
+            "prompt_tokens": int(total["prompt_tokens"]),
+            "completion_tokens": int(total["completion_tokens"]),
+            "retries": int(total["retries"]),
+            "errors": int(total["errors"]),
+            "stages": {s: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in c.items()}
+                       for s, c in stages.items()},
+        }
+    return out
