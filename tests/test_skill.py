@@ -142,3 +142,14 @@ def test_remove_span_drops_emptied_line_and_doubled_space() -> None:
     assert remove_span(text, 2, 11) == "a\nb\n"
     assert remove_span("keep this word here\n", 10, 14) == "keep this here\n"
     assert remove_span("a\n\n\nx\n\n\nb\n", 4, 5) == "a\n\nb\n"
+
+
+def test_remove_span_drops_a_line_left_with_only_punctuation() -> None:
+    text = "1) First.\n2) Second.\n- `code`\nStep 3: go\n"
+
+    def without(word: str) -> str:
+        return remove_span(text, text.index(word), text.index(word) + len(word))
+
+    assert without("Second") == "1) First.\n- `code`\nStep 3: go\n"
+    assert without("code") == "1) First.\n2) Second.\nStep 3: go\n"
+    assert without("go") == "1) First.\n2) Second.\n- `code`\nStep 3:\n"

@@ -94,6 +94,11 @@ def test_delete_exact_removes_the_emptied_line() -> None:
     assert new == SKILL.replace("- Keep answers short.\n", "")
 
 
+def test_delete_drops_a_list_item_left_with_only_punctuation() -> None:
+    new, _ = _one(SKILL, Edit(op="delete", anchor="Keep answers short"))
+    assert new == SKILL.replace("- Keep answers short.\n", "")
+
+
 def test_delete_paragraph_leaves_no_run_of_blank_lines() -> None:
     new, _ = _one("A\n\nB\n\nC\n", Edit(op="delete", anchor="B"))
     assert new == "A\n\nC\n"

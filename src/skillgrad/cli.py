@@ -85,7 +85,7 @@ class ProgressCallback(TrainerCallback):
         cand = "-" if r.candidate_score is None else f"{r.candidate_score:.3f}"
         cur = "-" if r.current_score is None else f"{r.current_score:.3f}"
         self.progress.console.print(
-            f"epoch {r.epoch} step {r.step + 1}: train {r.train_hard:.2f}, budget {r.budget}, "
+            f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}, budget {r.budget}, "
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
             f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]"
         )

@@ -55,7 +55,7 @@ def optimizer(request: ChatRequest) -> dict[str, Any]:
         count = int(re.search(r"of the (\d+) candidate", prompt).group(1))  # type: ignore[union-attr]
         return {"reasoning": "most supported first", "order": list(range(1, count + 1))}
     if "Proposal" in prompt or "Fixes from failed tasks" in prompt:
-        return {"reasoning": "merged duplicates", "edits": _edits_in(prompt)}
+        return {"reasoning": "merged duplicates", "edits": edits_in_prompt(prompt)}
     if "FAILED" not in prompt.split("## Current skill")[0]:
         return {"reasoning": "the skill already covers what worked", "edits": []}
     skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
@@ -72,7 +72,7 @@ def optimizer(request: ChatRequest) -> dict[str, Any]:
     return {"reasoning": f"{sentences} sentence answers, {years} prefixed years", "edits": edits}
 
 
-def _edits_in(prompt: str) -> list[dict[str, Any]]:
+def edits_in_prompt(prompt: str) -> list[dict[str, Any]]:
     """Edits listed in a merge prompt, duplicates folded, support summed."""
     merged: dict[str, dict[str, Any]] = {}
     pattern = r"\[(\w+)\] support (\d+)\n(?:   anchor: (.*)\n)?   content: (.*)"

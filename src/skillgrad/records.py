@@ -211,7 +211,8 @@ class GateDecision(Record):
 
 
 class StepRecord(Record):
-    """One optimisation step as it ends up in the checkpoint and in ``show``."""
+    """One optimisation step as it ends up in the checkpoint and in ``show`` (``epoch`` and
+    ``step`` are 1-based; ``global_step`` counts steps over the whole run)."""
 
     epoch: int
     step: int

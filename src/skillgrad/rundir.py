@@ -107,6 +107,7 @@ class RunDir:
         return self.root / "skills" / f"{digest[:16]}.md"
 
     def step_dir(self, epoch: int, step: int) -> Path:
+        """The folder of 1-based ``step`` of 1-based ``epoch``."""
         return self.root / "steps" / f"e{epoch:02d}-s{step:03d}"
 
     def scope_dir(self, name: str) -> Path:

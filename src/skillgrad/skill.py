@@ -37,6 +37,7 @@ _MARKER_RE = re.compile(r"<!--\s*([A-Za-z][A-Za-z0-9_]*)_(START|END)\s*-->", re.
 # Anything that merely looks like one (a superset of _MARKER_RE): neutralised inside edits.
 _LOOKALIKE_RE = re.compile(r"<!--\s*([\w\s-]*?[_\s-](?:START|END))\s*-->", re.IGNORECASE)
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
+_LIST_NUMBER_RE = re.compile(r"^\s*\d+[.)]")
 
 
 @dataclass(frozen=True)
@@ -144,14 +145,17 @@ def body_without_blocks(text: str) -> str:
 
 
 def remove_span(text: str, start: int, end: int) -> str:
-    """Remove ``text[start:end]``; drop the line(s) it leaves blank, keep at most one blank line.
+    """Remove ``text[start:end]``; drop the line(s) it empties, keep at most one blank line.
 
+    A line counts as emptied when no letter or digit is left on it besides a list number
+    (deleting "Second" from "2) Second." drops the line rather than leaving "2) .").
     Inside a line, the doubled space the removal leaves is collapsed.
     """
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end == -1 else line_end
-    if (text[line_start:start] + text[end:line_end]).strip():
+    rest = _LIST_NUMBER_RE.sub("", text[line_start:start] + text[end:line_end])
+    if any(ch.isalnum() for ch in rest):
         left, right = text[:start], text[end:]
         if left.endswith((" ", "\t")) and (not right or right[0] in " \t\n"):
             left = left.rstrip(" \t")

@@ -95,7 +95,7 @@ class Trainer:
         """One optimisation step: the six stages, then a checkpoint."""
         s = self._require_state()
         started = time.monotonic()
-        folder = self.run.step_dir(s.epoch, s.step)
+        folder = self.run.step_dir(s.epoch, s.step + 1)
         self._open_scope(folder)
         self.run.event("step_start", epoch=s.epoch, step=s.step, global_step=s.global_step)
         skill = self.run.load_skill(s.current_hash)
@@ -196,7 +196,7 @@ class Trainer:
         s = self._require_state()
         n = len(results) or 1
         return StepRecord(
-            epoch=s.epoch, step=s.step, global_step=s.global_step + 1, budget=budget,
+            epoch=s.epoch, step=s.step + 1, global_step=s.global_step + 1, budget=budget,
             train_hard=sum(r.hard for r in results) / n, train_soft=sum(r.soft for r in results) / n,
             n_proposed=sum(len(p.edits) for p in patches), n_selected=len(selection.kept),
             n_applied=report.count("applied"), n_fuzzy=report.count("applied_fuzzy"),

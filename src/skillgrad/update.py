@@ -143,7 +143,7 @@ def _append(text: str, content: str) -> str:
 
 def _insert_after(text: str, match: _Match, content: str) -> str:
     """Insert on new line(s) after the line holding the end of the match (never mid-line)."""
-    line_end = text.find("\n", match.end - 1)
+    line_end = text.find("\n", match.end)
     if line_end == -1:
         return f"{text}\n{content}"
     following = text[line_end + 1 :].lstrip("\n")

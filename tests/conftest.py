@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import toy  # noqa: E402
+
+
+def toy_config(folder: Path, **sections: dict[str, Any]) -> Path:
+    """Write a config for the toy task family into ``folder`` and return its path."""
+    toy.write_data(folder)
+    cfg: dict[str, Any] = {
+        "model": {
+            "target": {"backend": "scripted", "function": "toy:target"},
+            "optimizer": {"backend": "scripted", "function": "toy:optimizer"},
+        },
+        "env": {"name": "qa", "data_path": "toy.jsonl", "skill_init": "toy_skill.md",
+                "split_ratio": [0.5, 0.25, 0.25], "split_seed": 1},
+        "train": {"num_epochs": 2, "batch_size": 100, "steps_per_epoch": 3, "seed": 7},
+        "gradient": {"minibatch_size": 4, "analyst_workers": 2},
+        "optimizer": {"learning_rate": 1, "min_learning_rate": 1, "lr_scheduler": "constant"},
+    }
+    for name, values in sections.items():
+        cfg.setdefault(name, {}).update(values)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def toy_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    return folder
