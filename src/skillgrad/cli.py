@@ -28,8 +28,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
-out_console = Console()
+console = Console(stderr=True, soft_wrap=True)
+out_console = Console(soft_wrap=True)
 
 ConfigArg = Annotated[Path, typer.Argument(help="YAML config file (may use _base_).")]
 SetOpt = Annotated[
@@ -198,6 +198,12 @@ def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
 
 
+def _fail(message: str, code: int, hint: str = "") -> None:
+    # Plain writes: a one-line error must never be wrapped or read as markup.
+    sys.stderr.write(f"error: {message}\n" + (f"{hint}\n" if hint else ""))
+    sys.exit(code)
+
+
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
@@ -205,22 +211,18 @@ def main() -> None:
     except ModelError as exc:
         if debug:
             raise
-        console.print(f"[red]error:[/red] model call failed: {exc}", markup=True, highlight=False)
-        console.print("the checkpoint is intact; run the same command again to resume")
-        sys.exit(1)
+        _fail(f"model call failed: {exc}", 1,
+              "the checkpoint is intact; run the same command again to resume")
     except RunStopped as exc:
         if debug:
             raise
-        console.print(f"stopped: {exc}", highlight=False)
-        sys.exit(3)
+        _fail(f"stopped: {exc}", 3, "run the same command again to resume")
     except SkillgradError as exc:
         if debug:
             raise
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        sys.exit(2)
+        _fail(str(exc), 2)
     except KeyboardInterrupt:
-        console.print("interrupted; run the same command again to resume")
-        sys.exit(130)
+        _fail("interrupted", 130, "run the same command again to resume")
 
 
 if __name__ == "__main__":

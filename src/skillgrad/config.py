@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -129,6 +130,7 @@ RESUME_SAFE = ("execution.", "model.target.concurrency", "model.optimizer.concur
                "model.target.max_retries", "model.optimizer.max_retries",
                "model.target.retry_base_delay", "model.optimizer.retry_base_delay")
 SECRET_WORDS = ("api_key", "apikey", "secret", "password", "token", "authorization")
+_KEY_WORDS = re.compile(r"[a-z0-9]+")
 
 
 # ----------------------------------------------------------------------------- resolved config
@@ -181,7 +183,9 @@ def validate(
         raise ConfigError(_describe(exc, origins, SkillgradConfig)) from None
     env_cls = registry.environment_class(cfg.env.name, origin=_origin(origins, "env.name"))
     env_extra = dict(cfg.env.model_extra or {})
-    env_options = _validate_section(env_cls.Options, env_extra, "env", origins)
+    env_options = _validate_section(
+        env_cls.Options, env_extra, "env", origins, also=tuple(EnvCommon.model_fields)
+    )
     roles: dict[str, BaseModel] = {}
     for role in ("target", "optimizer"):
         spec = getattr(cfg.model, role)
@@ -190,17 +194,22 @@ def validate(
         key = f"model.{role}.backend"
         backend_cls = registry.backend_class(spec.backend, key=key, origin=_origin(origins, key))
         extra = dict(spec.model_extra or {})
-        roles[role] = _validate_section(backend_cls.Options, extra, f"model.{role}", origins)
+        roles[role] = _validate_section(
+            backend_cls.Options, extra, f"model.{role}", origins,
+            also=tuple(RoleSection.model_fields),
+        )
     return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw)
 
 
 def _validate_section(
-    model: type[BaseModel], data: dict[str, Any], prefix: str, origins: dict[str, str]
+    model: type[BaseModel], data: dict[str, Any], prefix: str, origins: dict[str, str],
+    also: tuple[str, ...] = (),
 ) -> Any:
+    """``also``: keys of the same section validated elsewhere (shown as allowed, too)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origins, model, prefix)) from None
+        raise ConfigError(_describe(exc, origins, model, prefix, also)) from None
 
 
 # ----------------------------------------------------------------------------- YAML and overrides
@@ -264,6 +273,9 @@ def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> 
             raise ConfigError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a section")
         node = child
     node[parts[-1]] = value
+    # The override replaces the whole subtree: origins of keys it removed are stale.
+    for stale in [k for k in origins if k.startswith(key + ".")]:
+        del origins[stale]
     origins[key] = "--set"
 
 
@@ -295,7 +307,12 @@ def _redact(data: Any, key: str = "") -> Any:
         return [_redact(v, key) for v in data]
     lowered = key.lower()
     # A key that names an environment variable (api_key_env) holds no secret itself.
-    if any(w in lowered for w in SECRET_WORDS) and not lowered.endswith("_env"):
+    if lowered.endswith("_env"):
+        return data
+    # Match whole words, so that max_tokens (a number, not a token) is kept.
+    words = _KEY_WORDS.findall(lowered)
+    joined = {"_".join(words[i : i + 2]) for i in range(len(words))}
+    if any(w in words or w in joined for w in SECRET_WORDS):
         return "***"
     return data
 
@@ -304,11 +321,24 @@ def _redact(data: Any, key: str = "") -> Any:
 
 
 def _origin(origins: dict[str, str], key: str) -> str:
-    return origins.get(key, "defaults")
+    """Where ``key`` was set. An error about a whole section (a cross-field check, an unknown
+    key holding a mapping) is located by the keys inside it, else by the nearest parent."""
+    if key in origins:
+        return origins[key]
+    inside = [where for k, where in origins.items() if k.startswith(key + ".")]
+    if inside:
+        return inside[-1]
+    parts = key.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        parent = ".".join(parts[:n])
+        if parent in origins:
+            return origins[parent]
+    return "defaults"
 
 
 def _describe(
-    exc: ValidationError, origins: dict[str, str], model: type[BaseModel], prefix: str = ""
+    exc: ValidationError, origins: dict[str, str], model: type[BaseModel], prefix: str = "",
+    also: tuple[str, ...] = (),
 ) -> str:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
@@ -316,6 +346,8 @@ def _describe(
     where = _origin(origins, key)
     if err["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, loc[:-1])
+        if len(loc) == 1:  # the section's own keys: add those validated by the caller
+            allowed = sorted({*allowed, *also})
         return f"{where}: unknown key '{key}' (allowed here: {', '.join(allowed)})"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" (got {value!r})"

@@ -97,7 +97,7 @@ class Meter:
 class CallJournal:
     """Append-only record of completed calls in one scope, keyed by request and occurrence.
 
-    A half-written last line (the process was killed mid-write) is ignored on load.
+    A half-written last line (the process was killed mid-write) is dropped on load.
     """
 
     def __init__(self, path: Path) -> None:
@@ -109,7 +109,15 @@ class CallJournal:
             self._load()
 
     def _load(self) -> None:
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        data = self.path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) < len(data):
+            # Drop the half-written last line now; otherwise the next record would be appended
+            # to it, making that record unreadable on the next resume.
+            log.warning("%s: dropping a truncated last journal line", self.path)
+            with self.path.open("r+b") as fh:
+                fh.truncate(len(complete))
+        for line in complete.decode("utf-8").splitlines():
             try:
                 entry = json.loads(line)
             except json.JSONDecodeError:

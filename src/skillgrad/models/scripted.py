@@ -191,7 +191,10 @@ class ScriptedBackend:
             rules += script.rules
             replies += script.replies
             default = default if default is not None else script.default
-        fn = import_function(options.function) if options.function else None
+        fn: Any = import_function(options.function) if options.function else None
         if fn is not None and options.function_args is not None:
-            fn = fn(**options.function_args, base_dir=base_dir)  # type: ignore[call-arg]
+            fn = fn(**options.function_args, base_dir=base_dir)
+            if not callable(fn):
+                raise ConfigError(f"function {options.function!r}: the factory did not return "
+                                  "a callable")
         return ScriptedModel(replies, rules=rules, fn=fn, default=default, delay=options.delay)

@@ -1,0 +1,159 @@
+"""The command line as a user meets it: the quickstart, show, eval, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import toy_config
+
+from skillgrad import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "skillgrad.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("qs")
+    shutil.copytree(REPO / "examples" / "quickstart", folder / "quickstart")
+    proc = cli("train", "quickstart/config.yaml", "--out", "run", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "test (hard/soft)" in proc.stdout
+    return folder
+
+
+def test_version_and_help() -> None:
+    assert cli("--version").stdout.strip() == f"skillgrad {__version__}"
+    for cmd in ("train", "eval", "show"):
+        proc = cli(cmd, "--help")
+        assert proc.returncode == 0 and "Usage" in proc.stdout
+
+
+def test_quickstart_learns_and_accepts(quickstart: Path) -> None:
+    summary = json.loads((quickstart / "run" / "summary.json").read_text())
+    assert summary["test"]["best"]["hard"] > summary["test"]["initial"]["hard"]
+    decisions = summary["decisions_per_epoch"]["1"]
+    assert decisions.get("accept_new_best", 0) >= 1
+    best = (quickstart / "run" / "best_skill.md").read_text()
+    assert "only the answer" in best
+
+
+def test_show_prints_a_row_per_step(quickstart: Path) -> None:
+    proc = cli("show", "run", cwd=quickstart)
+    assert proc.returncode == 0, proc.stderr
+    assert "accept_new_best" in proc.stdout and "best step:" in proc.stdout
+    state = json.loads((quickstart / "run" / "checkpoint.json").read_text())
+    assert proc.stdout.count("skip") >= sum(r["decision"] == "skip" for r in state["history"])
+
+
+def test_eval_scores_a_skill_and_writes_a_summary(quickstart: Path) -> None:
+    proc = cli("eval", "quickstart/config.yaml", "--skill", "run/best_skill.md", "--split",
+               "test", "--out", "ev", cwd=quickstart)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((quickstart / "ev" / "eval_summary.json").read_text())
+    train_summary = json.loads((quickstart / "run" / "summary.json").read_text())
+    assert summary["hard"] == train_summary["test"]["best"]["hard"]
+    assert summary["n"] == train_summary["test"]["best"]["n"]
+
+
+def test_set_overrides_reach_the_run(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    proc = cli("train", str(cfg), "--out", str(toy_dir / "run"), "--set", "train.num_epochs=1")
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads((toy_dir / "run" / "checkpoint.json").read_text())
+    assert state["num_epochs"] == 1 and len(state["history"]) == 3
+    assert "num_epochs: 1" in (toy_dir / "run" / "config.yaml").read_text()
+
+
+def test_unknown_key_is_one_line_naming_key_and_file(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("train:\n  num_epoch: 3\n")
+    line = one_line_error(cli("train", "c.yaml", cwd=tmp_path))
+    assert "c.yaml" in line and "train.num_epoch" in line and "num_epochs" in line
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("train:\n  num_epoch: 3\n")
+    proc = cli("--debug", "train", "c.yaml", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_malformed_yaml(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("train: [1, 2\n")
+    line = one_line_error(cli("train", "c.yaml", cwd=tmp_path))
+    assert "malformed YAML" in line and "line" in line
+
+
+def test_missing_and_empty_data_files(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    (toy_dir / "toy.jsonl").unlink()
+    line = one_line_error(cli("train", str(cfg), "--out", str(toy_dir / "r1")))
+    assert "toy.jsonl" in line
+    (toy_dir / "toy.jsonl").write_text("")
+    line = one_line_error(cli("train", str(cfg), "--out", str(toy_dir / "r2")))
+    assert "toy.jsonl" in line and "empty" in line
+    assert not (toy_dir / "r2" / "checkpoint.json").exists()
+
+
+def test_an_empty_split_is_refused(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir, env={"split_ratio": [1.0, 0.0, 0.0]})
+    line = one_line_error(cli("train", str(cfg), "--out", str(toy_dir / "r")))
+    assert "val" in line or "test" in line
+
+
+def test_eval_rejects_a_skill_that_is_not_utf8(quickstart: Path) -> None:
+    (quickstart / "latin1.md").write_bytes("Réponse courte".encode("latin-1"))
+    line = one_line_error(cli("eval", "quickstart/config.yaml", "--skill", "latin1.md",
+                              cwd=quickstart))
+    assert "latin1.md" in line and "UTF-8" in line
+
+
+def test_eval_rejects_an_unknown_split(quickstart: Path) -> None:
+    line = one_line_error(cli("eval", "quickstart/config.yaml", "--skill", "run/best_skill.md",
+                              "--split", "dev", cwd=quickstart))
+    assert "dev" in line
+
+
+def test_show_on_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    line = one_line_error(cli("show", str(tmp_path)))
+    assert "not a skillgrad run directory" in line
+
+
+def test_training_into_a_foreign_folder_is_refused(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    foreign = toy_dir / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("keep me")
+    line = one_line_error(cli("train", str(cfg), "--out", str(foreign)))
+    assert "not a skillgrad run directory" in line
+    assert (foreign / "todo.txt").read_text() == "keep me"
+
+
+def test_a_model_failure_stops_with_a_resume_hint_and_is_not_a_score(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    cfg.write_text(cfg.read_text().replace("function: toy:target", "replies: ['Answer: x']"))
+    out = toy_dir / "run"
+    proc = cli("train", str(cfg), "--out", str(out))
+    line = one_line_error(proc, code=1)
+    assert "model call failed" in line and "resume" in proc.stderr
+    assert not (out / "checkpoint.json").exists()  # nothing was scored from the failure
+    journal = (out / "init" / "calls.jsonl").read_text().splitlines()
+    assert len(journal) == 1  # the one answered call is kept for the resumed run

@@ -1,0 +1,138 @@
+"""The edit-budget schedule (learning rate) and the validation gate."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillgrad.gate import decide
+from skillgrad.records import EvalScore
+from skillgrad.schedule import edit_budget
+
+# ----------------------------------------------------------------------------- schedule
+
+
+def budgets(total: int, start: int, end: int, kind: str) -> list[int]:
+    return [edit_budget(step, total, start, end, kind) for step in range(total)]
+
+
+def test_constant_is_start_everywhere() -> None:
+    assert budgets(5, 4, 2, "constant") == [4, 4, 4, 4, 4]
+
+
+def test_linear_endpoints_and_midpoint() -> None:
+    assert budgets(5, 8, 0, "linear") == [8, 6, 4, 2, 0]
+
+
+def test_cosine_reference_schedule() -> None:
+    # 4 -> 2 over 5 steps: 4, 3.71, 3, 2.29, 2 rounded.
+    assert budgets(5, 4, 2, "cosine") == [4, 4, 3, 2, 2]
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_decay_hits_endpoints_and_is_monotone(kind: str) -> None:
+    values = budgets(37, 20, 3, kind)
+    assert values[0] == 20
+    assert values[-1] == 3
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    assert all(3 <= v <= 20 for v in values)
+
+
+def test_cosine_decays_slower_than_linear_early() -> None:
+    # Cosine stays near the start longer than linear does.
+    assert edit_budget(2, 11, 20, 0, "cosine") > edit_budget(2, 11, 20, 0, "linear")
+
+
+def test_steps_outside_the_range_are_clamped() -> None:
+    assert edit_budget(-3, 5, 4, 2, "linear") == 4
+    assert edit_budget(99, 5, 4, 2, "linear") == 2
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])
+def test_single_step_run_uses_start(kind: str) -> None:
+    assert edit_budget(0, 1, 4, 2, kind) == 4
+
+
+def test_increasing_schedule_is_supported() -> None:
+    assert budgets(3, 1, 5, "linear") == [1, 3, 5]
+
+
+@pytest.mark.parametrize("total", [1, 5])
+def test_unknown_kind_raises(total: int) -> None:
+    with pytest.raises(ValueError, match="unknown schedule 'exp'"):
+        edit_budget(0, total, 4, 2, "exp")
+
+
+# ----------------------------------------------------------------------------- gate
+
+
+def score(hard: float, soft: float | None = None) -> EvalScore:
+    return EvalScore(split="val", skill_hash="h", n=10, hard=hard,
+                     soft=hard if soft is None else soft)
+
+
+def test_better_than_best_is_new_best() -> None:
+    d = decide(score(0.7), score(0.5), score(0.6), metric="hard")
+    assert d.decision == "accept_new_best"
+    assert (d.candidate, d.current, d.best) == (0.7, 0.5, 0.6)
+    assert d.gated is True
+    assert d.metric == "hard"
+
+
+def test_better_than_current_only_is_accept() -> None:
+    d = decide(score(0.55), score(0.5), score(0.6), metric="hard")
+    assert d.decision == "accept"
+    assert "current" in d.reason
+
+
+def test_worse_is_rejected() -> None:
+    d = decide(score(0.4), score(0.5), score(0.6), metric="hard")
+    assert d.decision == "reject"
+
+
+def test_ties_are_rejected() -> None:
+    d = decide(score(0.5), score(0.5), score(0.5), metric="hard")
+    assert d.decision == "reject"
+
+
+def test_tie_with_best_but_above_current_is_plain_accept() -> None:
+    d = decide(score(0.6), score(0.5), score(0.6), metric="hard")
+    assert d.decision == "accept"
+
+
+def test_gate_off_adopts_a_worse_candidate_and_says_so() -> None:
+    d = decide(score(0.4), score(0.5), score(0.6), metric="hard", use_gate=False)
+    assert d.decision == "accept"
+    assert d.gated is False
+    assert "gate off" in d.reason
+
+
+def test_gate_off_still_reports_a_new_best() -> None:
+    d = decide(score(0.9), score(0.5), score(0.6), metric="hard", use_gate=False)
+    assert d.decision == "accept_new_best"
+    assert d.gated is False
+
+
+def test_soft_metric_is_used() -> None:
+    # Worse on hard, better on soft: the metric decides.
+    cand, cur = score(0.1, 0.9), score(0.5, 0.5)
+    assert decide(cand, cur, cur, metric="soft").decision == "accept_new_best"
+    assert decide(cand, cur, cur, metric="hard").decision == "reject"
+
+
+def test_mixed_metric_weights_hard_and_soft() -> None:
+    cand = score(0.5, 1.0)
+    cur = score(0.7, 0.7)
+    # weight 0.25: 0.75*0.5 + 0.25*1.0 = 0.625 < 0.7
+    d = decide(cand, cur, cur, metric="mixed", mixed_weight=0.25)
+    assert d.decision == "reject"
+    assert d.candidate == pytest.approx(0.625)
+    assert d.current == pytest.approx(0.7)
+    # weight 0.75: 0.25*0.5 + 0.75*1.0 = 0.875 > 0.7
+    d = decide(cand, cur, cur, metric="mixed", mixed_weight=0.75)
+    assert d.decision == "accept_new_best"
+    assert d.candidate == pytest.approx(0.875)
+
+
+def test_unknown_metric_raises() -> None:
+    with pytest.raises(ValueError, match="unknown metric"):
+        decide(score(0.5), score(0.5), score(0.5), metric="f1")
