@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from skillgrad.config import ResolvedConfig, SkillgradConfig, load_config
 from skillgrad.envs.base import EnvCommon
@@ -320,29 +321,45 @@ def test_override_replacing_a_section_is_blamed_on_the_override(minimal: Path) -
 # ----------------------------------------------------------------------------- redaction
 
 
+class KeyOptions(BaseModel):
+    """A backend's own options holding a secret (the scripted backend has none)."""
+
+    api_key: str
+    api_key_env: str
+    hf_token: str
+    headers: dict[str, str]
+
+
 def test_redacted_hides_secrets_but_keeps_env_var_names_and_numbers() -> None:
+    secrets = {"api_key": "sk-123", "api_key_env": "OPENAI_KEY", "hf_token": "hf_1",
+               "headers": {"Authorization": "Bearer t", "Accept": "json"}}
     raw = {
-        "model": {"target": {"backend": "x", "api_key": "sk-123", "api_key_env": "OPENAI_KEY",
-                             "headers": {"Authorization": "Bearer t"}, "hf_token": "hf_1"}},
+        "model": {"target": {"backend": "fake", **secrets}},
         "optimizer": {"max_tokens": 512},
-        "env": {"password": "p", "name": "qa"},
+        "env": {"name": "qa"},
     }
-    resolved = ResolvedConfig(SkillgradConfig(), QAOptions(), {}, Path("."), raw=raw)
+    resolved = ResolvedConfig(
+        SkillgradConfig.model_validate(raw), QAOptions(),
+        {"target": KeyOptions.model_validate(secrets)}, Path("."), raw=raw,
+    )
     out = resolved.redacted()
     target = out["model"]["target"]
     assert target["api_key"] == "***"
-    assert target["api_key_env"] == "OPENAI_KEY"
-    assert target["headers"]["Authorization"] == "***"
     assert target["hf_token"] == "***"
-    assert target["backend"] == "x"
-    assert out["env"] == {"password": "***", "name": "qa"}
+    assert target["headers"] == {"Authorization": "***", "Accept": "json"}
+    assert target["api_key_env"] == "OPENAI_KEY"  # names a variable, holds no secret
+    assert target["backend"] == "fake"
     assert out["optimizer"]["max_tokens"] == 512  # "tokens" is not a secret
     assert raw["model"]["target"]["api_key"] == "sk-123"  # the original is untouched
 
 
-def test_redacted_keeps_a_real_config(minimal: Path) -> None:
+def test_redacted_keeps_every_value_of_a_config_without_secrets(minimal: Path) -> None:
     resolved = load_config(minimal, ["optimizer.max_tokens=100", "env.max_tokens=32"])
-    assert resolved.redacted() == resolved.raw
+    out = resolved.redacted()
+    assert "***" not in yaml.safe_dump(out)
+    assert out["optimizer"]["max_tokens"] == 100
+    assert out["env"]["max_tokens"] == 32
+    assert out["model"]["target"]["default"] == "x"
 
 
 # ----------------------------------------------------------------------------- fingerprint

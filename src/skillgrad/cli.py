@@ -124,8 +124,8 @@ def eval_(
     set_: SetOpt = None,
 ) -> None:
     """Score a skill on one split and write eval_summary.json."""
-    from skillgrad.evaluate import evaluate_skill, read_skill_file
-    from skillgrad.skill import skill_hash
+    from skillgrad.evaluate import evaluate_skill
+    from skillgrad.skill import read_skill_file, skill_hash
 
     if split not in ("train", "val", "test"):
         raise SkillgradError(f"--split: {split!r} is not a split (allowed: train, val, test)")

@@ -148,12 +148,22 @@ class ResolvedConfig:
     source: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
+    def resolved(self) -> dict[str, Any]:
+        """Every key with its effective value, defaults included."""
+        data = self.config.model_dump(mode="json")
+        data["env"].update(self.env_options.model_dump(mode="json"))
+        for role, options in self.role_options.items():
+            data["model"][role].update(options.model_dump(mode="json"))
+        return data
+
     def redacted(self) -> dict[str, Any]:
-        return _redact(self.raw)
+        """The resolved config with secret values masked, as written to the run directory."""
+        return _redact(self.resolved())
 
     def fingerprint(self) -> str:
         """A hash of every key that changes what a run computes."""
-        flat = {k: v for k, v in _flatten(self.raw).items() if not k.startswith(RESUME_SAFE)}
+        flat = {k: v for k, v in _flatten(self.resolved()).items()
+                if not k.startswith(RESUME_SAFE)}
         text = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -18,18 +18,6 @@ from skillgrad.skill import skill_hash
 from skillgrad.summary import model_usage
 
 
-def read_skill_file(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: skill file not found") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: skill file is not UTF-8 text") from None
-    if not text.strip():
-        raise DataError(f"{path}: skill file is empty")
-    return text
-
-
 def evaluate_skill(
     resolved: ResolvedConfig,
     skill: str,

@@ -20,6 +20,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from skillgrad.errors import DataError
 
 __all__ = [
     "Block",
@@ -27,6 +30,7 @@ __all__ = [
     "get_block",
     "neutralise_markers",
     "protected_spans",
+    "read_skill_file",
     "remove_span",
     "set_block",
     "skill_hash",
@@ -169,3 +173,20 @@ def remove_span(text: str, start: int, end: int) -> str:
         return left.rstrip("\n") + "\n"
     newlines = len(left) - len(left.rstrip("\n")) + len(right) - len(right.lstrip("\n"))
     return left.rstrip("\n") + "\n" * min(newlines, 2) + right.lstrip("\n")
+
+
+def read_skill_file(path: Path) -> str:
+    """Read a skill file; a missing, empty or non-UTF-8 file raises :class:`DataError` naming it."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise DataError(f"{path}: skill file not found") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path}: skill file is not valid UTF-8 (bad byte at offset {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read skill file ({exc.strerror or exc})") from None
+    if not text.strip():
+        raise DataError(f"{path}: skill file is empty")
+    return text

@@ -34,6 +34,7 @@ from skillgrad.envs.scoring import exact_match, extract_final_answer, token_f1
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
+from skillgrad.skill import read_skill_file
 
 DEFAULT_SKILL = "qa_initial_skill.md"
 
@@ -257,20 +258,6 @@ def to_task(record: QARecord, context_chars: int) -> Task:
         group=record.group,
         metadata={},
     )
-
-
-def read_skill_file(path: Path) -> str:
-    """Read a skill file; a missing or non-UTF-8 file raises :class:`DataError` naming it."""
-    try:
-        return Path(path).read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise DataError(f"{path}: skill file not found") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{path}: skill file is not valid UTF-8 (bad byte at offset {exc.start})"
-        ) from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read skill file ({exc.strerror or exc})") from None
 
 
 # ----------------------------------------------------------------------------- scoring
