@@ -243,3 +243,13 @@ def test_backend_bad_function_spec(tmp_path: Path, fake_module: str, spec: str, 
 def test_options_reject_unknown_keys() -> None:
     with pytest.raises(ValueError):
         ScriptedOptions.model_validate({"scripts": "x"})
+
+
+def test_function_args_without_function_is_an_error() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from skillgrad.models.scripted import ScriptedOptions
+
+    with pytest.raises(ValidationError, match="function_args"):
+        ScriptedOptions(function_args={"a": 1})

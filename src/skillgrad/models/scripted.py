@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillgrad.errors import ConfigError, ScriptExhausted
 from skillgrad.records import ChatRequest, Completion, Usage
@@ -162,6 +162,12 @@ class ScriptedOptions(BaseModel):
     replies: list[Any] = Field(default_factory=list)
     default: Any = None
     delay: float = Field(0.0, ge=0.0, description="seconds to wait before each reply")
+
+    @model_validator(mode="after")
+    def _args_need_function(self) -> ScriptedOptions:
+        if self.function_args is not None and self.function is None:
+            raise ValueError("function_args is set but function is not")
+        return self
 
 
 def import_function(spec: str) -> Callable[[ChatRequest], Reply | None]:
