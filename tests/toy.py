@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from skillgrad.demo import edits_in_prompt
+from skillgrad.demo import scripted_optimizer
 from skillgrad.records import ChatRequest
 
 HARMFUL = "NEVER ANSWER questions."
@@ -57,20 +57,11 @@ def target(request: ChatRequest) -> str:
     return f"Answer: {value} probably"
 
 
-def optimizer(request: ChatRequest) -> dict[str, Any]:
-    prompt = request.messages[-1].text()
-    if '"order"' in prompt:
-        count = int(re.search(r"of the (\d+) candidate", prompt).group(1))  # type: ignore[union-attr]
-        return {"reasoning": "as given", "order": list(range(1, count + 1))}
-    if "## Proposals" in prompt or "Fixes from failed tasks" in prompt:
-        return {"reasoning": "merged", "edits": edits_in_prompt(prompt)}
-    if "FAILED" not in prompt.split("## Current skill")[0]:
-        return {"reasoning": "nothing to add", "edits": []}
-    skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
+def _failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
     if HARMFUL in skill:
         return {"reasoning": "the refusal line breaks everything",
                 "edits": [{"op": "delete", "anchor": HARMFUL, "content": "", "support": 9}]}
-    failing = Counter(re.findall(r"What is the (\w+) of", prompt.split("## Failed tasks", 1)[1]))
+    failing = Counter(re.findall(r"What is the (\w+) of", tasks))
     for topic, count in sorted(failing.items(), key=lambda kv: (-kv[1], kv[0])):
         if rule(topic) in skill:
             continue
@@ -80,3 +71,6 @@ def optimizer(request: ChatRequest) -> dict[str, Any]:
         return {"reasoning": f"{topic} answers carry extra words",
                 "edits": [{"op": "append", "content": rule(topic), "support": count}]}
     return {"reasoning": "no pattern", "edits": []}
+
+
+optimizer = scripted_optimizer(_failures)

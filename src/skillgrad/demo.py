@@ -48,20 +48,33 @@ def make_reader(data: str, base_dir: Path) -> Callable[[ChatRequest], str]:
     return reply
 
 
-def optimizer(request: ChatRequest) -> dict[str, Any]:
-    """A scripted optimizer: analyst, merge and rank replies for the demo reader."""
-    prompt = request.messages[-1].text()
-    if '"order"' in prompt:
-        count = int(re.search(r"of the (\d+) candidate", prompt).group(1))  # type: ignore[union-attr]
-        return {"reasoning": "most supported first", "order": list(range(1, count + 1))}
-    if "Proposal" in prompt or "Fixes from failed tasks" in prompt:
-        return {"reasoning": "merged duplicates", "edits": edits_in_prompt(prompt)}
-    if "FAILED" not in prompt.split("## Current skill")[0]:
-        return {"reasoning": "the skill already covers what worked", "edits": []}
-    skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
-    tasks = prompt.split("## Failed tasks", 1)[1]
+FailureAnalyst = Callable[[str, str, str], dict[str, Any]]
+
+
+def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatRequest], dict[str, Any]]:
+    """An optimizer reply function: ranks keep the given order, merges fold duplicates, success
+    analysts propose nothing, and ``analyse_failures(skill, failed_tasks, prompt)`` answers the
+    failure analysts."""
+
+    def reply(request: ChatRequest) -> dict[str, Any]:
+        prompt = request.messages[-1].text()
+        if '"order"' in prompt:
+            found = re.search(r"of the (\d+) candidate", prompt)
+            count = int(found.group(1)) if found else 0
+            return {"reasoning": "as given", "order": list(range(1, count + 1))}
+        if "## Proposals" in prompt or "Fixes from failed tasks" in prompt:
+            return {"reasoning": "merged duplicates", "edits": edits_in_prompt(prompt)}
+        if "FAILED" not in prompt.split("## Current skill")[0]:
+            return {"reasoning": "the skill already covers what worked", "edits": []}
+        skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
+        return analyse_failures(skill, prompt.split("## Failed tasks", 1)[1], prompt)
+
+    return reply
+
+
+def _demo_failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
     edits = []
-    sentences = tasks.count("is the answer") + tasks.count("The answer to the question")
+    sentences = tasks.count("The answer to the question")
     if sentences and not _CONCISE.search(skill):
         edits.append({"op": "append", "anchor": "", "content": CONCISE_RULE, "support": sentences,
                       "rationale": "answers were full sentences; exact match needs the bare span"})
@@ -70,6 +83,10 @@ def optimizer(request: ChatRequest) -> dict[str, Any]:
         edits.append({"op": "append", "anchor": "", "content": YEAR_RULE, "support": years,
                       "rationale": "years were given with a preposition"})
     return {"reasoning": f"{sentences} sentence answers, {years} prefixed years", "edits": edits}
+
+
+optimizer = scripted_optimizer(_demo_failures)
+"""The demo optimizer: proposes the format rule behind the failures it is shown."""
 
 
 def edits_in_prompt(prompt: str) -> list[dict[str, Any]]:
