@@ -157,3 +157,11 @@ def test_a_model_failure_stops_with_a_resume_hint_and_is_not_a_score(toy_dir: Pa
     assert not (out / "checkpoint.json").exists()  # nothing was scored from the failure
     journal = (out / "init" / "calls.jsonl").read_text().splitlines()
     assert len(journal) == 1  # the one answered call is kept for the resumed run
+
+
+def test_an_initial_skill_that_is_not_utf8_stops_before_anything_is_written(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    (toy_dir / "toy_skill.md").write_bytes("Réponse".encode("latin-1"))
+    line = one_line_error(cli("train", str(cfg), "--out", str(toy_dir / "run")))
+    assert "toy_skill.md" in line and "UTF-8" in line
+    assert not (toy_dir / "run").exists()

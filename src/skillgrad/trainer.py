@@ -220,10 +220,10 @@ class Trainer:
             self.run.event("resume", epoch=state.epoch, step=state.step, phase=state.phase)
             self._notify("on_resume", state)
             return state
-        self._prepare_new_dir(fingerprint)
         skill = self.env.initial_skill()
         if not skill.strip():
             raise DataError("the initial skill is empty")
+        self._prepare_new_dir(fingerprint)
         digest = self.run.save_skill(skill)
         total = steps_per_epoch(len(self.train_tasks), self.cfg.train.batch_size,
                                 self.cfg.train.steps_per_epoch)
