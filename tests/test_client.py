@@ -204,14 +204,19 @@ def test_journal_key_includes_the_role(tmp_path: Path) -> None:
     assert optimizer.call(request(), stage="s").text == "from optimizer"
 
 
-def test_truncated_last_line_is_ignored(tmp_path: Path) -> None:
-    path = tmp_path / "calls.jsonl"
-    first, _ = client(ScriptedModel(["kept", "lost"]))
+def journal_killed_mid_second_line(path: Path, replies: list[str]) -> None:
+    """Record calls "a" and "b", then cut the file as if killed while writing the second."""
+    first, _ = client(ScriptedModel(replies))
     first.journal = CallJournal(path)
     first.call(request("a"), stage="s")
     first.call(request("b"), stage="s")
     text = path.read_text()
-    path.write_text(text[: len(text) - 25])  # killed in the middle of the second line
+    path.write_text(text[: len(text) - 25])
+
+
+def test_truncated_last_line_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    journal_killed_mid_second_line(path, ["kept", "lost"])
 
     journal = CallJournal(path)
     assert len(journal) == 1
@@ -223,12 +228,7 @@ def test_truncated_last_line_is_ignored(tmp_path: Path) -> None:
 
 def test_record_after_a_truncated_line_survives_the_next_resume(tmp_path: Path) -> None:
     path = tmp_path / "calls.jsonl"
-    first, _ = client(ScriptedModel(["a1", "b1"]))
-    first.journal = CallJournal(path)
-    first.call(request("a"), stage="s")
-    first.call(request("b"), stage="s")
-    text = path.read_text()
-    path.write_text(text[: len(text) - 25])
+    journal_killed_mid_second_line(path, ["a1", "b1"])
 
     resumed, _ = client(ScriptedModel(["b2"]))
     resumed.journal = CallJournal(path)

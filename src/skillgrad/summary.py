@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from skillgrad.config import ResolvedConfig
+from skillgrad.models.client import Meter
 from skillgrad.records import EvalScore
 
 
@@ -72,18 +73,18 @@ def build_summary(
 
 
 def model_usage(meter: dict[str, Any]) -> dict[str, Any]:
+    """Calls and tokens per role (totals, then per stage) from a serialised meter."""
+    m = Meter.from_json(meter)
     out: dict[str, Any] = {}
-    for role, stages in meter.items():
-        total = Counter()  # type: Counter[str]
-        for counts in stages.values():
-            total.update({k: v for k, v in counts.items()})
+    for role, stages in m.stages.items():
+        total = m.totals(role)
         out[role] = {
-            "calls": int(total["calls"]),
-            "prompt_tokens": int(total["prompt_tokens"]),
-            "completion_tokens": int(total["completion_tokens"]),
-            "retries": int(total["retries"]),
-            "errors": int(total["errors"]),
-            "stages": {s: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in c.items()}
-                       for s, c in stages.items()},
+            "calls": total.calls,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "retries": total.retries,
+            "errors": total.errors,
+            "stages": {s: {k: (round(v, 3) if isinstance(v, float) else v)
+                           for k, v in vars(c).items()} for s, c in stages.items()},
         }
     return out
