@@ -204,10 +204,14 @@ def test_unknown_backend_lists_allowed(tmp_path: Path) -> None:
     assert "scripted" in message
 
 
-def test_missing_backend_is_an_error(tmp_path: Path) -> None:
-    data = {**MINIMAL, "model": {"target": {"default": "x"}}}
-    message = error_of(write(tmp_path / "c.yaml", data))
-    assert "model.target.backend" in message
+def test_a_role_without_backend_is_the_embedded_model(tmp_path: Path) -> None:
+    resolved = load_config(write(tmp_path / "c.yaml", {**MINIMAL, "model": {"target": {}}}))
+    assert resolved.config.model.target.backend == "embedded"
+    assert resolved.config.model.optimizer.backend == "embedded"
+    assert resolved.resolved()["model"]["optimizer"]["model"] == "qwen2.5-coder-1.5b"
+    # An unknown key in a role that names no backend is checked against the embedded options.
+    message = error_of(write(tmp_path / "d.yaml", {**MINIMAL, "model": {"target": {"x": 1}}}))
+    assert "unknown key 'model.target.x'" in message and "n_ctx" in message
 
 
 def test_backend_options_are_validated(tmp_path: Path) -> None:
@@ -313,7 +317,7 @@ def test_unknown_override_key_says_set(minimal: Path) -> None:
 
 
 def test_override_replacing_a_section_is_blamed_on_the_override(minimal: Path) -> None:
-    message = error_of(minimal, ["model.target={}"])
+    message = error_of(minimal, ["model.target={backend: telepathy}"])
     assert "model.target.backend" in message
     assert message.startswith("--set")  # not the file whose backend key was replaced
 

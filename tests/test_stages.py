@@ -48,9 +48,9 @@ def test_reflect_runs_failure_and_success_analysts_per_minibatch() -> None:
     assert {p.source for p in patches} == {"failure", "success"}
     for req in model.calls:
         text = prompt(req)
-        shown = [line for line in text.splitlines() if line.startswith("### Task")]
-        want = "failed" if "FAILED" in text else "solved"
-        assert shown and all(want in line for line in shown)
+        shown = [line for line in text.splitlines() if line.startswith("Result: ")]
+        want = "FAILED" if "Below are tasks the agent FAILED" in text else "solved"
+        assert shown and all(line.startswith(f"Result: {want}") for line in shown)
         assert "Be brief." in text  # the skill is shown once, above the trajectories
 
 

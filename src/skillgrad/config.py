@@ -27,6 +27,7 @@ from pydantic import (
 
 from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
+from skillgrad.models.accounting import Budget, Prices
 
 # ----------------------------------------------------------------------------- sections
 
@@ -96,15 +97,27 @@ class RoleSection(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    backend: str
+    backend: str = "embedded"
     concurrency: int = Field(1, ge=1, description="parallel calls to this endpoint")
     max_retries: int = Field(4, ge=0)
     retry_base_delay: float = Field(1.0, ge=0.0)
+    budget: Budget = Budget()
+    prices: Prices | None = Field(None, description="per million tokens; enables cost metering")
+    cache: bool = Field(False, description="answer repeated requests from the response cache")
+    cache_dir: Path | None = Field(None, description="default: <skillgrad home>/responses")
+
+    @model_validator(mode="after")
+    def _cost_needs_prices(self) -> RoleSection:
+        if self.budget.cost is not None and self.prices is None:
+            raise ValueError("budget.cost needs prices (prices: {prompt: ..., completion: ...})")
+        return self
 
 
 class ModelSection(Section):
-    target: RoleSection | None = None
-    optimizer: RoleSection | None = None
+    """Without a role section the embedded local model serves that role."""
+
+    target: RoleSection = RoleSection()
+    optimizer: RoleSection = RoleSection()
 
 
 class ExecutionSection(Section):
@@ -126,9 +139,11 @@ class SkillgradConfig(Section):
 
 
 # Keys that may change between a run and its resumption without changing its result.
-RESUME_SAFE = ("execution.", "model.target.concurrency", "model.optimizer.concurrency",
-               "model.target.max_retries", "model.optimizer.max_retries",
-               "model.target.retry_base_delay", "model.optimizer.retry_base_delay")
+RESUME_SAFE = tuple(
+    f"model.{role}.{key}" for role in ("target", "optimizer")
+    for key in ("concurrency", "max_retries", "retry_base_delay", "budget.", "prices.", "cache",
+                "cache_dir", "timeout")
+) + ("execution.",)
 SECRET_WORDS = ("api_key", "apikey", "secret", "password", "token", "authorization")
 _KEY_WORDS = re.compile(r"[a-z0-9]+")
 
@@ -199,8 +214,6 @@ def validate(
     roles: dict[str, BaseModel] = {}
     for role in ("target", "optimizer"):
         spec = getattr(cfg.model, role)
-        if spec is None:
-            continue
         key = f"model.{role}.backend"
         backend_cls = registry.backend_class(spec.backend, key=key, origin=_origin(origins, key))
         extra = dict(spec.model_extra or {})

@@ -53,3 +53,27 @@ class FatalModelError(ModelError):
 
 class ScriptExhausted(FatalModelError):
     """A scripted model was asked something its script does not answer."""
+
+
+class AnswersPending(RunStopped):
+    """Model calls are waiting for answers that someone else writes (the handoff backend).
+
+    ``waiting`` maps each handoff folder to the ids of the calls it waits for.
+    """
+
+    def __init__(self, waiting: dict[str, list[str]]) -> None:
+        self.waiting = {folder: sorted(set(ids)) for folder, ids in waiting.items()}
+        n = sum(len(ids) for ids in self.waiting.values())
+        where = "; ".join(
+            f"{folder}/prompts.md (list: {folder}/pending.json; answers go in "
+            f"{folder}/answers/<id>.txt)" for folder in self.waiting
+        )
+        super().__init__(f"{n} model call{'s' if n != 1 else ''} waiting for answers: {where}")
+
+    @classmethod
+    def combine(cls, errors: list[AnswersPending]) -> AnswersPending:
+        waiting: dict[str, list[str]] = {}
+        for err in errors:
+            for folder, ids in err.waiting.items():
+                waiting.setdefault(folder, []).extend(ids)
+        return cls(waiting)

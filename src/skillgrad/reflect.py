@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from skillgrad import prompts
 from skillgrad.models.base import ChatModel
+from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, EditOp, Message, Patch, RejectedStep, RolloutResult
 from skillgrad.structured import ask_json
 
@@ -27,9 +27,11 @@ class EditReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
+    # Content before anchor: a model that writes keys in schema order (a grammar-constrained
+    # one does) states the instruction first and only then looks for where it goes.
     op: EditOp
-    anchor: str = ""
     content: str = ""
+    anchor: str = ""
     support: int = 1
     rationale: str = ""
 
@@ -94,10 +96,7 @@ def reflect(
         index, kind, batch = job
         return analyse(kind, batch, skill, model, settings, rejected_text, index)
 
-    if settings.workers <= 1 or len(jobs) <= 1:
-        return [run(j) for j in jobs]
-    with ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="reflect") as pool:
-        return list(pool.map(run, jobs))
+    return fan_out(run, jobs, settings.workers, "reflect")
 
 
 def analyse(
@@ -144,10 +143,11 @@ def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str
             text += "\n(tool calls: " + ", ".join(str(c) for c in msg.tool_calls) + ")"
         lines.append(f"[{msg.role}] {text}")
     body = clip_middle("\n".join(lines), max_chars)
-    verdict = "solved" if result.success else f"failed: {result.reason or 'wrong answer'}"
+    # The verdict follows the answer it judges: read in order, the failure explains itself.
+    verdict = "solved" if result.success else f"FAILED: {result.reason or 'wrong answer'}"
     return (
-        f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f};"
-        f" {verdict})\n{body}\n"
+        f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
+        f"\n{body}\nResult: {verdict}\n"
     )
 
 

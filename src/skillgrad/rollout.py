@@ -7,10 +7,10 @@ prefix. A model failure propagates (it is never a score); a wrong answer is a sc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from skillgrad.envs.base import Environment
 from skillgrad.models.base import ChatModel
+from skillgrad.parallel import fan_out
 from skillgrad.records import EvalScore, RolloutResult, Task
 
 
@@ -33,10 +33,7 @@ def rollout(
             on_result(result)
         return result
 
-    if workers <= 1 or len(tasks) <= 1:
-        return [one(t) for t in tasks]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
-        return list(pool.map(one, tasks))
+    return fan_out(one, tasks, workers, "rollout")
 
 
 def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> EvalScore:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import json_repair
 from pydantic import BaseModel, ValidationError
@@ -64,6 +64,26 @@ def parse_as(text: str, shape: type[T]) -> T:
         raise ValueError(f"{where}: {first['msg']}") from None
 
 
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every property of every object required.
+
+    The shapes parse leniently (missing keys get defaults), but a grammar-constrained model
+    only writes what the schema requires; requiring every key makes it fill them all in.
+    """
+    return _require_all(schema)  # type: ignore[no-any-return]
+
+
+def _require_all(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_require_all(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _require_all(v) for k, v in node.items()}
+    if out.get("type") == "object" and isinstance(out.get("properties"), dict):
+        out["required"] = list(out["properties"])
+    return out
+
+
 def ask_json(
     model: ChatModel,
     messages: list[Message],
@@ -73,7 +93,7 @@ def ask_json(
     temperature: float | None = None,
 ) -> JsonReply[T]:
     """Ask for a JSON object of ``shape``; one repair retry; never raises on a bad reply."""
-    schema = shape.model_json_schema()
+    schema = strict_schema(shape.model_json_schema())
     raw = ""
     error: str | None = None
     for attempt in (1, 2):

@@ -82,6 +82,9 @@ def model_usage(meter: dict[str, Any]) -> dict[str, Any]:
             "calls": total.calls,
             "prompt_tokens": total.prompt_tokens,
             "completion_tokens": total.completion_tokens,
+            "seconds": round(total.seconds, 3),
+            "cost": round(total.cost, 6),
+            "cached": total.cached,
             "retries": total.retries,
             "errors": total.errors,
             "stages": {s: {k: (round(v, 3) if isinstance(v, float) else v)

@@ -16,7 +16,7 @@ from skillgrad.aggregate import MergeSettings, aggregate
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig, dump_yaml
 from skillgrad.envs.base import Environment
-from skillgrad.errors import DataError, RunDirError
+from skillgrad.errors import DataError, RunDirError, RunStopped
 from skillgrad.gate import decide
 from skillgrad.models.client import CallJournal, Meter, ModelClient
 from skillgrad.records import (
@@ -76,6 +76,16 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
         """Train to the end (or continue to it) and return the summary."""
+        try:
+            self._fit()
+        except RunStopped as exc:
+            # The checkpoint of the last finished step and this step's call journal are on
+            # disk: running again resumes here.
+            self.run.event("stopped", reason=str(exc))
+            raise
+        return self._read_summary()
+
+    def _fit(self) -> None:
         state = self._start_or_resume()
         while state.phase == "train" and not state.training_done:
             self.step()
@@ -89,7 +99,6 @@ class Trainer:
             state.phase = "done"
             self._checkpoint()
             self.run.event("run_end", best_hash=state.best_hash)
-        return self._read_summary()
 
     def step(self) -> StepRecord:
         """One optimisation step: the six stages, then a checkpoint."""

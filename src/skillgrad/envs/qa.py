@@ -30,7 +30,7 @@ from pydantic import Field
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
 from skillgrad.envs.data import load_records, load_split_dir, require_nonempty, split_by_ratio
-from skillgrad.envs.scoring import exact_match, extract_final_answer, token_f1
+from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
@@ -279,6 +279,12 @@ def _reason(
         return f"reply was cut off at the token limit (max_tokens={options.max_tokens}){got}; gold is {gold}"
     if not answer:
         return f"empty answer; gold is {gold}"
+    said = normalize_answer(answer)
+    if any(normalize_answer(g) and normalize_answer(g) in said for g in golds):
+        # The most common failure of chatty models; saying so is the useful feedback.
+        return (f"answer {_quote(answer)} does not match gold {gold}: it contains the gold "
+                f"answer but also extra words, and only an exact match counts "
+                f"(token F1 {soft:.2f})")
     partial = f" (partial overlap, token F1 {soft:.2f})" if soft > 0 else ""
     return f"answer {_quote(answer)} does not match gold {gold}{partial}"
 

@@ -1,5 +1,6 @@
-"""The shared layer every backend sits behind: retries, a concurrency limit, metering, and a
-journal of completed calls.
+"""The shared layer every backend sits behind: retries with backoff, a concurrency limit per
+endpoint, metering (calls, tokens, latency, cost), budgets, a response cache, and a journal of
+completed calls.
 
 The journal is what makes a run resumable at any instant: every successful call is appended to
 the journal of the current scope (one step, the initial evaluation, the final evaluation)
@@ -10,7 +11,6 @@ Failures are never journaled: an infrastructure error is never cached as a resul
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillgrad.errors import ModelError, TransientModelError
+from skillgrad.errors import ConfigError, ModelError, TransientModelError
+from skillgrad.models.accounting import Budget, BudgetExhausted, Prices
 from skillgrad.models.base import ChatModel
+from skillgrad.models.store import ResponseCache, request_key
 from skillgrad.records import ChatRequest, Completion, Usage
 
 log = logging.getLogger(__name__)
@@ -36,11 +38,6 @@ def strip_think(text: str) -> str:
     return _THINK.sub("", text).strip() if "<think>" in text.lower() else text
 
 
-def request_key(role: str, request: ChatRequest) -> str:
-    payload = json.dumps({"role": role, "request": request.model_dump(mode="json")}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
 # ----------------------------------------------------------------------------- metering
 
 
@@ -50,9 +47,11 @@ class StageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cost: float = 0.0
     retries: int = 0
     errors: int = 0
-    replayed: int = 0
+    replayed: int = 0  # served from the journal of a resumed step (paid for before)
+    cached: int = 0  # served from the response cache (free: no tokens or cost counted)
 
     def add(self, other: StageMeter) -> None:
         for name in self.__dataclass_fields__:
@@ -153,7 +152,12 @@ class CallJournal:
 
 
 class ModelClient:
-    """One role's model behind retries, a concurrency limit, metering and the journal."""
+    """One role's model behind retries, a concurrency limit, metering, a budget, a response
+    cache and the journal.
+
+    ``limit`` is the semaphore of the model's endpoint; pass the same one to every client of
+    one endpoint so that they share it (see :class:`EndpointLimits`).
+    """
 
     def __init__(
         self,
@@ -165,6 +169,10 @@ class ModelClient:
         retry_base_delay: float = 1.0,
         meter: Meter | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        limit: threading.Semaphore | None = None,
+        budget: Budget | None = None,
+        prices: Prices | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         self.model = model
         self.role = role
@@ -172,9 +180,18 @@ class ModelClient:
         self.retry_base_delay = retry_base_delay
         self.meter = meter if meter is not None else Meter()
         self.journal: CallJournal | None = None
-        self._limit = threading.Semaphore(concurrency)
+        self.budget = budget
+        self.prices = prices
+        self.cache = cache
+        self._identity: str | None = getattr(model, "identity", None)
+        if cache is not None and self._identity is None:
+            raise ConfigError(f"model.{role}.cache: the {type(model).__name__} backend has no "
+                              "stable identity, so its answers cannot be cached")
+        self._limit = limit or threading.Semaphore(concurrency)
         self._sleep = sleep
         self._jitter = random.Random()
+        self._budget_lock = threading.Lock()
+        self._in_flight = 0  # fresh calls that passed the budget check and are not metered yet
 
     def for_stage(self, stage: str) -> StageModel:
         """A :class:`ChatModel` view of this client that meters its calls under ``stage``."""
@@ -184,20 +201,54 @@ class ModelClient:
         key = request_key(self.role, request)
         journal = self.journal
         if journal is not None:
-            cached = journal.lookup(key)
-            if cached is not None:
-                self._meter(stage, cached.usage, 0.0, replayed=1)
-                return cached
-        started = time.monotonic()
-        completion = self._call_with_retries(request, stage)
-        seconds = time.monotonic() - started
-        completion = completion.model_copy(update={"text": strip_think(completion.text)})
-        self._meter(stage, completion.usage, seconds)
+            journaled = journal.lookup(key)
+            if journaled is not None:
+                self._meter(stage, journaled.usage, 0.0, replayed=1)
+                return journaled
+        cache_key = self.cache.key(self._identity or "", request) if self.cache else None
+        cached = self.cache.get(cache_key) if self.cache and cache_key else None
+        if cached is not None:
+            self.meter.record(self.role, stage, calls=1, cached=1)
+            completion, seconds = cached, 0.0
+        else:
+            self._check_budget()
+            try:
+                started = time.monotonic()
+                completion = self._call_with_retries(request, stage)
+                seconds = time.monotonic() - started
+                completion = completion.model_copy(update={"text": strip_think(completion.text)})
+                self._meter(stage, completion.usage, seconds)
+            finally:
+                self._release_budget()
+            if self.cache and cache_key:
+                self.cache.put(cache_key, completion)
         if journal is not None:
             entry = {"role": self.role, "stage": stage, "seconds": round(seconds, 3),
                      "request": request.model_dump(mode="json")}
             journal.record(key, entry, completion)
         return completion
+
+    def _check_budget(self) -> None:
+        if self.budget is None:
+            return
+        with self._budget_lock:
+            # Calls in flight count as made: concurrent callers must not all pass the check
+            # before the first answers are metered. (Their tokens and cost are not known yet.)
+            t = self.meter.totals(self.role)
+            over = self.budget.exceeded(t.calls - t.cached + self._in_flight,
+                                        t.prompt_tokens + t.completion_tokens, t.cost)
+            if over is None:
+                self._in_flight += 1
+        if over is not None:
+            raise BudgetExhausted(
+                f"the {self.role} model's budget ran out (model.{self.role}.budget.{over}); "
+                f"raise it to continue"
+            )
+
+    def _release_budget(self) -> None:
+        if self.budget is not None:
+            with self._budget_lock:
+                self._in_flight -= 1
 
     def _call_with_retries(self, request: ChatRequest, stage: str) -> Completion:
         attempt = 0
@@ -223,10 +274,35 @@ class ModelClient:
                 raise
 
     def _meter(self, stage: str, usage: Usage, seconds: float, replayed: int = 0) -> None:
+        cost = self.prices.cost(usage.prompt_tokens, usage.completion_tokens) if self.prices else 0.0
         self.meter.record(
             self.role, stage, calls=1, prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens, seconds=seconds, replayed=replayed,
+            completion_tokens=usage.completion_tokens, seconds=seconds, cost=cost,
+            replayed=replayed,
         )
+
+
+class EndpointLimits:
+    """One concurrency semaphore per endpoint, shared by every client (role, stage) that calls
+    it. Declare every client's limit first; an endpoint declared with different limits gets
+    the smallest."""
+
+    def __init__(self) -> None:
+        self._wanted: dict[str, int] = {}
+        self._made: dict[str, threading.Semaphore] = {}
+
+    def declare(self, endpoint: str, concurrency: int) -> None:
+        if endpoint in self._made:
+            raise RuntimeError(f"endpoint {endpoint}: declared after its semaphore was made")
+        self._wanted[endpoint] = min(concurrency, self._wanted.get(endpoint, concurrency))
+
+    def semaphore(self, endpoint: str) -> threading.Semaphore:
+        if endpoint not in self._made:
+            self._made[endpoint] = threading.Semaphore(self._wanted.get(endpoint, 1))
+        return self._made[endpoint]
+
+    def limit(self, endpoint: str) -> int:
+        return self._wanted.get(endpoint, 1)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,340 @@
+"""The ``openai_compatible`` backend: any server that speaks the OpenAI chat-completions API
+(OpenAI, Azure OpenAI, vLLM, llama.cpp's server, SGLang, Ollama, LM Studio, ...).
+
+This is the forward pass's device driver: it turns a :class:`ChatRequest` into one HTTP call
+and the reply into a :class:`Completion`, and maps every failure onto the two error families of
+:mod:`skillgrad.errors`. It never retries (the SDK client is built with ``max_retries=0``):
+retries, backoff, concurrency limits and ``<think>`` stripping belong to the shared
+:class:`~skillgrad.models.client.ModelClient` above it.
+
+The API key is read from the environment variable named by ``api_key_env`` when the model is
+created; it is never a config value and never appears in a log line, an error or ``identity``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+from openai.types.chat import ChatCompletion
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
+from skillgrad.records import ChatRequest, Completion, Message, Usage
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_KEY = "unused"  # what local servers without authentication are sent
+_MAX_SERVER_MESSAGE = 300
+# Statuses the SDK itself would retry: request timeout, lock conflict, rate limit, 5xx.
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+class OpenAICompatibleOptions(BaseModel):
+    """Config keys of the ``openai_compatible`` backend.
+
+    ``temperature`` and ``max_tokens``, when set, REPLACE the values a request carries (the
+    optimizer's own ``optimizer.temperature``/``max_tokens`` included): use them to pin a
+    server to what it supports.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = Field(
+        None, description="the server's OpenAI-compatible URL, e.g. http://127.0.0.1:8000/v1 "
+        "(required unless azure_api_version is set)")
+    model: str = Field(description="model name sent to the server (Azure: the deployment name)")
+    api_key_env: str | None = Field(
+        None, description="NAME of the environment variable holding the API key; unset: a "
+        f"placeholder key ({PLACEHOLDER_KEY!r}) is sent, which keyless local servers accept")
+    temperature: float | None = Field(
+        None, ge=0.0, description="when set, replaces every request's temperature")
+    max_tokens: int | None = Field(
+        None, ge=1, description="when set, replaces every request's completion-token limit")
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="extra request-body keys, e.g. "
+        "chat_template_kwargs: {enable_thinking: false}")
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(120.0, gt=0.0, description="seconds to wait for one reply")
+    structured_output: Literal["json_schema", "json_object", "none"] = Field(
+        "json_schema", description="how a request's JSON schema is passed: as response_format "
+        "json_schema (non-strict), as json_object, or not at all")
+    azure_api_version: str | None = Field(
+        None, description="set to use Azure OpenAI (with azure_endpoint)")
+    azure_endpoint: str | None = Field(
+        None, description="Azure resource URL, e.g. https://NAME.openai.azure.com")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def public_url(url: str) -> str:
+    """``url`` without user:password, so it can be shown and used as a key."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url.rstrip("/")
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=host)).rstrip("/")
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _server_message(exc: openai.APIStatusError, key: str) -> str:
+    """The server's own error text (key scrubbed), shortened for a one-line error."""
+    body = exc.body
+    text: Any = body.get("message") if isinstance(body, dict) else body
+    if not text:
+        text = exc.message
+    text = " ".join(str(text).split())
+    if key and key != PLACEHOLDER_KEY:
+        text = text.replace(key, "***")
+    if len(text) > _MAX_SERVER_MESSAGE:
+        text = text[: _MAX_SERVER_MESSAGE - 3] + "..."
+    return text
+
+
+def _message_param(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.tool_calls is not None:
+        out["tool_calls"] = message.tool_calls
+    return out
+
+
+def _estimate_tokens(text: str) -> int:
+    return len(text) // 4
+
+
+# ----------------------------------------------------------------------------- model
+
+
+class OpenAICompatibleModel:
+    """A :class:`~skillgrad.models.base.ChatModel` answering through an OpenAI-compatible API.
+
+    Attributes:
+        identity: a stable description of what answers (endpoint, model and every option that
+            changes replies); a response-cache key. Never contains the key.
+        endpoint: the server URL; calls to one endpoint share one concurrency limit.
+    """
+
+    def __init__(self, options: OpenAICompatibleOptions, client: openai.OpenAI, api_key: str,
+                 endpoint: str) -> None:
+        self.options = options
+        self.endpoint = endpoint
+        self.identity = self._identity(options, endpoint)
+        self._client = client
+        self._key = api_key
+        self._usage_warned = False
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _identity(o: OpenAICompatibleOptions, endpoint: str) -> str:
+        parts = ["openai_compatible", endpoint, o.model,
+                 json.dumps(o.extra_body, sort_keys=True, default=str),
+                 str(o.reasoning_effort), str(o.temperature), str(o.max_tokens),
+                 o.structured_output]
+        if o.azure_api_version:
+            parts.append(f"azure={o.azure_api_version}")
+        return "|".join(parts)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        try:
+            response = self._client.chat.completions.create(**self.request_kwargs(request))
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except openai.APITimeoutError:
+            raise TransientModelError(
+                f"{self.endpoint}: no answer within {self.options.timeout:g}s") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise TransientModelError(
+                f"{self.endpoint}: connection failed ({type(cause).__name__}: {cause})") from None
+        except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            # The SDK raises a bare JSONDecodeError for a 200 whose JSON body is cut off.
+            raise TransientModelError(
+                f"{self.endpoint}: unusable reply ({type(exc).__name__})") from None
+        return self._to_completion(response, request)
+
+    # ------------------------------------------------------------------------- request
+
+    def request_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request``."""
+        o = self.options
+        kwargs: dict[str, Any] = {
+            "model": o.model, "messages": [_message_param(m) for m in request.messages]}
+        max_tokens = o.max_tokens if o.max_tokens is not None else request.max_tokens
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        temperature = o.temperature if o.temperature is not None else request.temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        if request.tools:
+            kwargs["tools"] = list(request.tools)
+        response_format = self._response_format(request.json_schema)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if o.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = o.reasoning_effort
+        if o.extra_body:
+            kwargs["extra_body"] = dict(o.extra_body)
+        if o.extra_headers:
+            kwargs["extra_headers"] = dict(o.extra_headers)
+        return kwargs
+
+    def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        mode = self.options.structured_output
+        if schema is None or mode == "none":
+            return None
+        if mode == "json_object":
+            return {"type": "json_object"}
+        # The API wants a name matching [a-zA-Z0-9_-]{1,64}; a pydantic schema has a title.
+        name = _SCHEMA_NAME.sub("_", str(schema.get("title") or ""))[:64] or "response"
+        return {"type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+    # ------------------------------------------------------------------------- reply
+
+    def _to_completion(self, response: Any, request: ChatRequest) -> Completion:
+        # A 200 with a non-JSON content type comes back as a str, a JSON array as a list, and
+        # JSON of the wrong shape as a ChatCompletion built without validation (any field may
+        # be missing or of the wrong type): all of that is a broken reply, not an answer.
+        if not isinstance(response, ChatCompletion):
+            raise TransientModelError(f"{self.endpoint}: unusable reply (not a chat completion)")
+        try:
+            return self._convert(response, request)
+        except (ValidationError, AttributeError, TypeError, IndexError) as exc:
+            raise TransientModelError(
+                f"{self.endpoint}: unusable reply ({type(exc).__name__})") from None
+
+    def _convert(self, response: ChatCompletion, request: ChatRequest) -> Completion:
+        if not response.choices or response.choices[0].message is None:
+            raise TransientModelError(f"{self.endpoint}: unusable reply (no choices)")
+        choice = response.choices[0]
+        message = choice.message
+        text = message.content or ""
+        tool_calls = [tc.model_dump(mode="json", exclude_none=True)
+                      for tc in message.tool_calls] if message.tool_calls else None
+        return Completion(
+            text=text, usage=self._usage(response, request, text),
+            finish_reason=choice.finish_reason or "stop",
+            model=response.model or self.options.model, tool_calls=tool_calls,
+        )
+
+    def _usage(self, response: ChatCompletion, request: ChatRequest, text: str) -> Usage:
+        usage = response.usage
+        if usage is not None and usage.prompt_tokens is not None:
+            return Usage(prompt_tokens=usage.prompt_tokens,
+                         completion_tokens=usage.completion_tokens or 0)
+        with self._lock:
+            warn, self._usage_warned = not self._usage_warned, True
+        if warn:
+            log.warning("%s (%s) reports no token usage; estimating 4 characters per token",
+                        self.endpoint, self.options.model)
+        prompt = sum(len(m.text()) for m in request.messages)
+        return Usage(prompt_tokens=prompt // 4, completion_tokens=_estimate_tokens(text))
+
+    # ------------------------------------------------------------------------- errors
+
+    def _status_error(self, exc: openai.APIStatusError) -> Exception:
+        status = exc.status_code
+        detail = _server_message(exc, self._key)
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            # Never repeat the server's text here: some servers echo the key they were sent.
+            env = self.options.api_key_env
+            hint = (f"check the key in ${env}" if env
+                    else "set api_key_env to the variable holding the key")
+            return FatalModelError(
+                f"authentication failed at {self.endpoint} (HTTP {status}): {hint}")
+        if status == 429 and exc.code == "insufficient_quota":
+            return FatalModelError(f"{self.endpoint}: quota exhausted (HTTP 429): {detail}")
+        if status in _TRANSIENT_STATUSES or status >= 500:
+            return TransientModelError(
+                f"{self.endpoint}: HTTP {status}: {detail}",
+                retry_after=parse_retry_after(exc.response.headers))
+        return FatalModelError(f"{self.endpoint} rejected the request (HTTP {status}): {detail}")
+
+
+# ----------------------------------------------------------------------------- backend
+
+
+def _read_key(options: OpenAICompatibleOptions) -> str:
+    name = options.api_key_env
+    if name is None:
+        return PLACEHOLDER_KEY
+    value = os.environ.get(name)
+    if value is None:
+        raise ConfigError(f"api_key_env: environment variable {name} is not set")
+    if not value.strip():
+        raise ConfigError(f"api_key_env: environment variable {name} is empty")
+    return value.strip()
+
+
+def _make_client(options: OpenAICompatibleOptions, key: str) -> tuple[openai.OpenAI, str]:
+    """The SDK client (never retrying: the shared layer does) and the endpoint it talks to."""
+    if options.azure_api_version is not None:
+        if not options.azure_endpoint:
+            raise ConfigError("azure_endpoint: required when azure_api_version is set")
+        client: openai.OpenAI = openai.AzureOpenAI(
+            azure_endpoint=options.azure_endpoint, api_version=options.azure_api_version,
+            api_key=key, max_retries=0, timeout=options.timeout)
+        return client, public_url(options.azure_endpoint)
+    if options.azure_endpoint is not None:
+        raise ConfigError("azure_api_version: required when azure_endpoint is set")
+    if not options.base_url:
+        raise ConfigError("base_url: required (the server's OpenAI-compatible URL, "
+                          "e.g. http://127.0.0.1:8000/v1)")
+    client = openai.OpenAI(base_url=options.base_url, api_key=key, max_retries=0,
+                           timeout=options.timeout)
+    return client, public_url(options.base_url)
+
+
+class OpenAICompatibleBackend:
+    """Registry entry of the OpenAI-compatible model (``backend: openai_compatible``)."""
+
+    Options = OpenAICompatibleOptions
+
+    @classmethod
+    def create(cls, options: OpenAICompatibleOptions, base_dir: Path) -> OpenAICompatibleModel:
+        key = _read_key(options)
+        client, endpoint = _make_client(options, key)
+        return OpenAICompatibleModel(options, client, key, endpoint)
