@@ -35,7 +35,7 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("qs")
     shutil.copytree(REPO / "examples" / "quickstart", folder / "quickstart")
-    proc = cli("train", "quickstart/config.yaml", "--out", "run", cwd=folder)
+    proc = cli("train", "quickstart/scripted.yaml", "--out", "run", cwd=folder)
     assert proc.returncode == 0, proc.stderr
     assert "test (hard/soft)" in proc.stdout
     return folder
@@ -66,7 +66,7 @@ def test_show_prints_a_row_per_step(quickstart: Path) -> None:
 
 
 def test_eval_scores_a_skill_and_writes_a_summary(quickstart: Path) -> None:
-    proc = cli("eval", "quickstart/config.yaml", "--skill", "run/best_skill.md", "--split",
+    proc = cli("eval", "quickstart/scripted.yaml", "--skill", "run/best_skill.md", "--split",
                "test", "--out", "ev", cwd=quickstart)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((quickstart / "ev" / "eval_summary.json").read_text())
@@ -121,13 +121,13 @@ def test_an_empty_split_is_refused(toy_dir: Path) -> None:
 
 def test_eval_rejects_a_skill_that_is_not_utf8(quickstart: Path) -> None:
     (quickstart / "latin1.md").write_bytes("Réponse courte".encode("latin-1"))
-    line = one_line_error(cli("eval", "quickstart/config.yaml", "--skill", "latin1.md",
+    line = one_line_error(cli("eval", "quickstart/scripted.yaml", "--skill", "latin1.md",
                               cwd=quickstart))
     assert "latin1.md" in line and "UTF-8" in line
 
 
 def test_eval_rejects_an_unknown_split(quickstart: Path) -> None:
-    line = one_line_error(cli("eval", "quickstart/config.yaml", "--skill", "run/best_skill.md",
+    line = one_line_error(cli("eval", "quickstart/scripted.yaml", "--skill", "run/best_skill.md",
                               "--split", "dev", cwd=quickstart))
     assert "dev" in line
 

@@ -12,7 +12,7 @@ from skillgrad import prompts
 from skillgrad.models.base import ChatModel
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Message, Patch
-from skillgrad.reflect import PatchReply, render_edits
+from skillgrad.reflect import PatchReply, patch_schema, render_edits
 from skillgrad.structured import ask_json
 
 
@@ -52,7 +52,7 @@ def aggregate(
         "merge_final", skill=skill, failure=render_edits(failure.edits),
         success=render_edits(success.edits), max_edits=str(settings.max_edits),
     )
-    final = _ask_merge(text, [failure, success], model, settings)
+    final = _ask_merge(text, [failure, success], skill, model, settings)
     levels.append([final])
     return Aggregation(final, levels)
 
@@ -77,16 +77,19 @@ def _merge_family(
             )
             text = prompts.render("merge", kind=kind, skill=skill, proposals=proposals,
                                   max_edits=str(settings.max_edits))
-            return _ask_merge(text, group, model, settings)
+            return _ask_merge(text, group, skill, model, settings)
 
         current = fan_out(merge, groups, settings.workers, "merge")
         levels.append(current)
     return current[0]
 
 
-def _ask_merge(text: str, inputs: list[Patch], model: ChatModel, settings: MergeSettings) -> Patch:
+def _ask_merge(
+    text: str, inputs: list[Patch], skill: str, model: ChatModel, settings: MergeSettings
+) -> Patch:
     reply = ask_json(model, [Message(role="user", content=text)], PatchReply,
-                     max_tokens=settings.max_tokens, temperature=settings.temperature)
+                     max_tokens=settings.max_tokens, temperature=settings.temperature,
+                     schema=patch_schema(skill, settings.max_edits))
     source = inputs[0].source if len({p.source for p in inputs}) == 1 else "merged"
     if reply.value is None:
         # Recorded fallback: the inputs are kept, concatenated without duplicates.

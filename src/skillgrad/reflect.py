@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -19,7 +19,8 @@ from skillgrad import prompts
 from skillgrad.models.base import ChatModel
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, EditOp, Message, Patch, RejectedStep, RolloutResult
-from skillgrad.structured import ask_json
+from skillgrad.skill import editable_lines
+from skillgrad.structured import ask_json, strict_schema
 
 
 class EditReply(BaseModel):
@@ -27,13 +28,14 @@ class EditReply(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    # Content before anchor: a model that writes keys in schema order (a grammar-constrained
-    # one does) states the instruction first and only then looks for where it goes.
+    # Key order matters to a model that writes keys in schema order (a grammar-constrained one
+    # does): it states the failure pattern, then the instruction that addresses it, and only
+    # then looks for where in the skill it goes.
     op: EditOp
+    rationale: str = ""
     content: str = ""
     anchor: str = ""
     support: int = 1
-    rationale: str = ""
 
     @field_validator("support", mode="before")
     @classmethod
@@ -52,6 +54,20 @@ class PatchReply(BaseModel):
 
     reasoning: str = ""
     edits: list[EditReply] = []
+
+
+def patch_schema(skill: str, max_edits: int) -> dict[str, Any]:
+    """The JSON schema an optimizer's patch is asked in: every key required, at most
+    ``max_edits`` edits, and each anchor one of the skill's editable lines (or empty).
+
+    Endpoints with structured output (the embedded model's grammar) then cannot propose an
+    anchor that is not in the skill, a mistake small models make often.
+    """
+    schema = strict_schema(PatchReply.model_json_schema())
+    schema["properties"]["edits"]["maxItems"] = max_edits
+    anchors = ["", *editable_lines(skill)]
+    schema["$defs"]["EditReply"]["properties"]["anchor"] = {"type": "string", "enum": anchors}
+    return schema
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,7 @@ def analyse(
     reply = ask_json(
         model, [Message(role="user", content=prompt)], PatchReply,
         max_tokens=settings.max_tokens, temperature=settings.temperature,
+        schema=patch_schema(skill, settings.max_edits),
     )
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)

@@ -29,6 +29,7 @@ __all__ = [
     "body_without_blocks",
     "get_block",
     "neutralise_markers",
+    "editable_lines",
     "protected_spans",
     "read_skill_file",
     "remove_span",
@@ -89,6 +90,21 @@ def _kind(marker: re.Match[str]) -> str:
 def protected_spans(text: str) -> list[Block]:
     """The protected blocks of ``text``, in document order, non-overlapping."""
     return [block for block, _, _ in _scan(text)]
+
+
+def editable_lines(text: str) -> list[str]:
+    """The distinct non-blank lines of ``text`` outside protected blocks: what an edit may
+    anchor on."""
+    blocks = protected_spans(text)
+    lines: list[str] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        start, offset = offset, offset + len(line)
+        inside = any(b.start <= start < b.end for b in blocks)
+        stripped = line.strip()
+        if stripped and not inside and stripped not in lines:
+            lines.append(stripped)
+    return lines
 
 
 def neutralise_markers(content: str) -> str:

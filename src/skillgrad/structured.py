@@ -91,9 +91,13 @@ def ask_json(
     *,
     max_tokens: int | None = None,
     temperature: float | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> JsonReply[T]:
-    """Ask for a JSON object of ``shape``; one repair retry; never raises on a bad reply."""
-    schema = strict_schema(shape.model_json_schema())
+    """Ask for a JSON object of ``shape``; one repair retry; never raises on a bad reply.
+
+    ``schema`` (default: ``shape``'s, every key required) is what the request asks the model
+    for; it may be narrower than ``shape`` (an enum of allowed anchors, say)."""
+    schema = schema or strict_schema(shape.model_json_schema())
     raw = ""
     error: str | None = None
     for attempt in (1, 2):

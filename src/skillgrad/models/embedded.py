@@ -104,6 +104,15 @@ class EmbeddedModel:
         )
 
 
+    def reset(self) -> None:
+        """Forget the cached prompt: the next call evaluates its whole prompt (benchmarks)."""
+        with self._lock:
+            self._llama.reset()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
 def _message(m: Message) -> dict[str, Any]:
     return {"role": m.role, "content": m.text()}
 

@@ -68,7 +68,7 @@ class Recording:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        journals = sorted(self.run_dir.rglob("calls.jsonl"))
+        journals = sorted(self.run_dir.rglob("calls.jsonl"), key=self._scope_order)
         if not journals:
             raise DataError(f"--replay {run_dir}: no recorded calls (no calls.jsonl) in it")
         self._answers: dict[str, list[Completion]] = {}
@@ -76,6 +76,11 @@ class Recording:
         self._lock = threading.Lock()
         for path in journals:
             self._load(path)
+
+    def _scope_order(self, path: Path) -> tuple[int, str]:
+        # The order the scopes were run in: initial evaluation, steps, final evaluation.
+        first = path.relative_to(self.run_dir).parts[0]
+        return ({"init": 0, "steps": 1, "final": 2}.get(first, 3), str(path))
 
     def _load(self, path: Path) -> None:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

