@@ -14,7 +14,9 @@ from typing import Any
 
 import openai
 import pytest
+import yaml
 from conftest import toy_config
+from pydantic import ValidationError
 
 from skillgrad.config import load_config
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
@@ -340,9 +342,18 @@ def test_unset_key_variable_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -
         ({"azure_endpoint": "https://x.openai.azure.com"}, "azure_api_version"),
     ],
 )
-def test_missing_endpoint_is_a_config_error(options: dict[str, Any], key: str) -> None:
-    with pytest.raises(ConfigError, match=f"^{key}: required"):
-        OpenAICompatibleBackend.create(OpenAICompatibleOptions(model="m", **options), Path("."))
+def test_missing_endpoint_is_a_config_error(
+    options: dict[str, Any], key: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ValidationError, match=f"{key}: required"):
+        OpenAICompatibleOptions(model="m", **options)
+    # In a config file it is caught before any model is built, naming the role.
+    (tmp_path / "d.jsonl").write_text('{"question": "q", "answer": "a"}\n' * 5)
+    config = {"env": {"name": "qa", "data_path": "d.jsonl"},
+              "model": {"target": {"backend": "openai_compatible", "model": "m", **options}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match=f"model.target: .*{key}: required"):
+        load_config(tmp_path / "c.yaml")
 
 
 def test_azure_sends_the_deployment_version_and_key(

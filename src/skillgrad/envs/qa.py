@@ -283,8 +283,8 @@ def _reason(
     if any(normalize_answer(g) and normalize_answer(g) in said for g in golds):
         # The most common failure of chatty models; saying so is the useful feedback.
         return (f"answer {_quote(answer)} does not match gold {gold}: it contains the gold "
-                f"answer but also extra words, and only an exact match counts "
-                f"(token F1 {soft:.2f})")
+                f"answer plus extra words, and scoring is exact match, so only the answer "
+                f"alone counts (token F1 {soft:.2f})")
     partial = f" (partial overlap, token F1 {soft:.2f})" if soft > 0 else ""
     return f"answer {_quote(answer)} does not match gold {gold}{partial}"
 

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.records import ChatRequest, Completion, Message, Usage
@@ -75,6 +75,17 @@ class OpenAICompatibleOptions(BaseModel):
         None, description="set to use Azure OpenAI (with azure_endpoint)")
     azure_endpoint: str | None = Field(
         None, description="Azure resource URL, e.g. https://NAME.openai.azure.com")
+
+    @model_validator(mode="after")
+    def _endpoint_given(self) -> OpenAICompatibleOptions:
+        if self.azure_api_version is not None and not self.azure_endpoint:
+            raise ValueError("azure_endpoint: required when azure_api_version is set")
+        if self.azure_api_version is None and self.azure_endpoint is not None:
+            raise ValueError("azure_api_version: required when azure_endpoint is set")
+        if self.azure_api_version is None and not self.base_url:
+            raise ValueError("base_url: required (the server's OpenAI-compatible URL, "
+                             "e.g. http://127.0.0.1:8000/v1)")
+        return self
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -311,21 +322,16 @@ def _read_key(options: OpenAICompatibleOptions) -> str:
 
 def _make_client(options: OpenAICompatibleOptions, key: str) -> tuple[openai.OpenAI, str]:
     """The SDK client (never retrying: the shared layer does) and the endpoint it talks to."""
-    if options.azure_api_version is not None:
-        if not options.azure_endpoint:
-            raise ConfigError("azure_endpoint: required when azure_api_version is set")
+    # The options validator guarantees an endpoint: Azure's, or base_url.
+    if options.azure_api_version is not None and options.azure_endpoint:
         client: openai.OpenAI = openai.AzureOpenAI(
             azure_endpoint=options.azure_endpoint, api_version=options.azure_api_version,
             api_key=key, max_retries=0, timeout=options.timeout)
         return client, public_url(options.azure_endpoint)
-    if options.azure_endpoint is not None:
-        raise ConfigError("azure_api_version: required when azure_endpoint is set")
-    if not options.base_url:
-        raise ConfigError("base_url: required (the server's OpenAI-compatible URL, "
-                          "e.g. http://127.0.0.1:8000/v1)")
-    client = openai.OpenAI(base_url=options.base_url, api_key=key, max_retries=0,
+    base_url = options.base_url or ""
+    client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0,
                            timeout=options.timeout)
-    return client, public_url(options.base_url)
+    return client, public_url(base_url)
 
 
 class OpenAICompatibleBackend:
