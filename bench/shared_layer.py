@@ -3,7 +3,8 @@
 A rollout stage of N tasks runs against a loopback OpenAI-compatible endpoint that takes a
 fixed 100 ms per request, through the real ``openai_compatible`` backend and ``ModelClient``,
 with the endpoint's concurrency limit set to C and C rollout workers. The bound set by the
-concurrency limit is ceil(N / C) x 100 ms; the ratio wall / bound is the layer's overhead.
+concurrency limit is ceil(N / C) x 100 ms (rounds of C calls); wall / bound is the layer's
+overhead, and (wall - bound) / rounds its cost per round.
 
     python bench/shared_layer.py [--tasks 64] [--latency 0.1] [--concurrency 1 4 16]
 """
@@ -45,7 +46,8 @@ def run(n: int, latency: float, concurrency: int, journal_dir: Path) -> tuple[fl
         options = OpenAICompatibleOptions(base_url=server.url, model="fake", timeout=30)
         model = OpenAICompatibleBackend.create(options, Path("."))
         client = ModelClient(model, "target", concurrency=concurrency, max_retries=0)
-        client.journal = CallJournal(journal_dir / f"c{concurrency}" / "calls.jsonl")
+        # A fresh journal: an earlier run's would answer every call without the endpoint.
+        client.journal = CallJournal(Path(tempfile.mkdtemp(dir=journal_dir)) / "calls.jsonl")
         model.complete(_warm(batch[0]))  # connection and SDK warm-up, not timed
         started = time.perf_counter()
         results = rollout(env, batch, "Answer with the number only.",
@@ -67,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     table = Table(title=f"shared layer: {args.tasks} rollouts, loopback endpoint with "
                   f"{args.latency * 1000:.0f} ms per request")
-    for col in ("concurrency", "wall s", "bound s", "wall / bound", "overhead per call ms"):
+    for col in ("concurrency", "wall s", "bound s", "wall / bound", "overhead per round ms"):
         table.add_column(col, justify="right")
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.concurrency:
@@ -75,7 +77,7 @@ def main() -> None:
             per_call = (wall - bound) / math.ceil(args.tasks / c) * 1000
             table.add_row(str(c), f"{wall:.2f}", f"{bound:.2f}", f"{wall / bound:.3f}",
                           f"{per_call:.1f}")
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,11 @@ class EmbeddedModel:
         with self._lock:
             self._llama.reset()
 
+    def cached_tokens(self) -> list[int]:
+        """The tokens whose KV state is cached (the last prompt and its answer)."""
+        with self._lock:
+            return [int(t) for t in self._llama._input_ids]
+
     def count_tokens(self, text: str) -> int:
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 

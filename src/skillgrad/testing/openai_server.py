@@ -321,6 +321,9 @@ class _HTTPServer(ThreadingHTTPServer):
     # the stdlib does not join daemon threads, so this class tracks and joins them itself.
     daemon_threads = True
     block_on_close = False
+    # The stdlib's backlog of 5 drops simultaneous connects beyond it, and a dropped SYN is
+    # retried only after a second: many concurrent clients would measure that, not the server.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], owner: FakeOpenAIServer) -> None:
         self.owner = owner
