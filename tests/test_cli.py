@@ -165,3 +165,31 @@ def test_an_initial_skill_that_is_not_utf8_stops_before_anything_is_written(toy_
     line = one_line_error(cli("train", str(cfg), "--out", str(toy_dir / "run")))
     assert "toy_skill.md" in line and "UTF-8" in line
     assert not (toy_dir / "run").exists()
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def test_models_list_names_the_known_models(tmp_path: Path) -> None:
+    env_home = {"SKILLGRAD_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "skillgrad.cli", "models", "list"],
+                          env={**os.environ, **env_home, "COLUMNS": "200"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "qwen2.5-coder-1.5b (default)" in proc.stdout and "qwen2.5-coder-0.5b" in proc.stdout
+    assert str(tmp_path) in proc.stdout  # where it looked
+
+
+def test_models_install_of_an_unknown_model_is_one_line() -> None:
+    line = one_line_error(cli("models", "install", "gpt-17"))
+    assert "unknown embedded model 'gpt-17'" in line and "qwen2.5-coder-1.5b" in line
+
+
+def test_a_missing_embedded_model_stops_before_the_run_starts(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    shutil.copy(REPO / "examples" / "quickstart" / "data.jsonl", tmp_path)
+    config.write_text("env: {name: qa, data_path: data.jsonl}\n"
+                      "model: {target: {backend: embedded, model_path: missing.gguf}}\n")
+    line = one_line_error(cli("train", str(config), "--out", str(tmp_path / "run")))
+    assert "model_path" in line and "missing.gguf" in line
+    assert not (tmp_path / "run").exists()

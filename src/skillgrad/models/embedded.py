@@ -40,7 +40,7 @@ class EmbeddedOptions(BaseModel):
 
     model: str = Field(DEFAULT_MODEL, description=f"one of: {', '.join(sorted(CATALOG))}")
     model_path: Path | None = Field(None, description="any GGUF file instead of a known model")
-    n_ctx: int = Field(4096, ge=256, description="context window in tokens")
+    n_ctx: int = Field(8192, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="default: all cores")
     n_batch: int = Field(512, ge=8)
     seed: int = 0
@@ -67,7 +67,10 @@ class EmbeddedModel:
             ) from None
         self.options = options
         self.path = path
-        self.identity = f"embedded|{path.name}|{options.seed}|{options.n_ctx}"
+        # What determines the answers (the response cache's key): the weights, the sampling
+        # seed and the values that replace the request's.
+        self.identity = (f"embedded|{path.name}|{path.stat().st_size}|{options.seed}|"
+                         f"{options.temperature}|{options.max_tokens}")
         self.endpoint = f"embedded:{path}"
         threads = options.n_threads or os.cpu_count() or 1
         self._lock = threading.Lock()
