@@ -417,3 +417,37 @@ def test_stop_does_not_wait_for_a_hanging_request(make: Make) -> None:
     started = time.monotonic()
     srv.stop()
     assert time.monotonic() - started < 1.0 and server_threads(port) == []
+
+
+# ----------------------------------------------------------------------------- a whole run
+
+
+def _toy_responder(body: dict[str, Any]) -> str:
+    """The toy task family's scripted target and optimizer, served over HTTP."""
+    import toy
+
+    request = ChatRequest(messages=tuple(
+        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
+    if body.get("response_format"):  # the optimizer's calls ask for JSON
+        return json.dumps(toy.optimizer(request))
+    return toy.target(request)
+
+
+def test_a_whole_training_run_over_http_matches_the_scripted_run(tmp_path: Path) -> None:
+    from skillgrad.build import build_trainer
+
+    scripted_dir, http_dir = tmp_path / "scripted", tmp_path / "http"
+    scripted_dir.mkdir()
+    http_dir.mkdir()
+    expected = build_trainer(load_config(toy_config(scripted_dir)), scripted_dir / "run").fit()
+    with FakeOpenAIServer(responder=_toy_responder) as server:
+        server.push(Fault.status(429, retry_after=0), Fault.status(503))  # retried, not scored
+        role = {"backend": "openai_compatible", "base_url": server.url, "model": "toy",
+                "concurrency": 4, "retry_base_delay": 0.0}
+        cfg = toy_config(http_dir, model={"target": role, "optimizer": role},
+                         execution={"rollout_workers": 4})
+        summary = build_trainer(load_config(cfg), http_dir / "run").fit()
+    assert (http_dir / "run" / "best_skill.md").read_text() == (
+        scripted_dir / "run" / "best_skill.md").read_text()
+    assert summary["test"] == expected["test"]
+    assert summary["models"]["target"]["retries"] + summary["models"]["optimizer"]["retries"] == 2
