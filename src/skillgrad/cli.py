@@ -217,6 +217,53 @@ def models_install(
         out_console.print(f"{name}: {path} (sha256 verified)")
 
 
+env_app = typer.Typer(help="Environments: list them, scaffold a new one.", no_args_is_help=True)
+app.add_typer(env_app, name="env")
+backend_app = typer.Typer(help="Model backends.", no_args_is_help=True)
+app.add_typer(backend_app, name="backend")
+
+
+def _plugin_table(title: str, group: str) -> None:
+    from skillgrad import registry
+
+    table = Table(title=title)
+    for col in ("name", "class", "what it is"):
+        table.add_column(col)
+    for name, where, summary in registry.describe(group):
+        table.add_row(name, where, summary)
+    out_console.print(table)
+
+
+@env_app.command("list")
+def env_list() -> None:
+    """Installed environments (built-in and plugins, found through entry points)."""
+    from skillgrad.registry import ENV_GROUP
+
+    _plugin_table("environments (env.name)", ENV_GROUP)
+
+
+@env_app.command("new")
+def env_new(
+    name: Annotated[str, typer.Argument(help="The environment's name (lower case, digits, _).")],
+    dir_: Annotated[Path, typer.Option("--dir", help="Where its folder is created.")] = Path("."),
+) -> None:
+    """Scaffold a working environment package (loader, rollout, scorer, config, initial skill,
+    sample data, passing tests) to edit."""
+    from skillgrad.scaffold import new_environment
+
+    folder = new_environment(name, dir_)
+    out_console.print(f"created {folder}: edit data/tasks.jsonl and src/{name}_env/env.py, then "
+                      f"`pip install -e {folder}` and `skillgrad train {folder / 'config.yaml'}`")
+
+
+@backend_app.command("list")
+def backend_list() -> None:
+    """Installed model backends (built-in and plugins)."""
+    from skillgrad.registry import BACKEND_GROUP
+
+    _plugin_table("model backends (model.<role>.backend)", BACKEND_GROUP)
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from skillgrad.envs.base import SPLITS, Split
+from skillgrad.envs.base import SPLITS, EnvCommon, Split
 from skillgrad.errors import ConfigError, DataError
 
 T = TypeVar("T")
@@ -236,3 +236,47 @@ def require_nonempty(
         if not splits.get(split):
             where = source if isinstance(source, str) else source.get(split, "?")
             raise DataError(f"{where}: split {split!r} is empty" + (f" ({hint})" if hint else ""))
+
+
+def resolve_path(path: Path, base_dir: Path) -> Path:
+    """``path`` as written in a config: relative paths are relative to the config's folder."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else Path(base_dir) / path
+
+
+def load_splits(
+    common: EnvCommon,
+    data_path: Path | None,
+    base_dir: Path,
+    loader: Callable[[Path], list[T]],
+    group_of: Callable[[T], str | None] | None = None,
+) -> dict[Split, list[T]]:
+    """The three splits an environment's config asks for.
+
+    ``split_mode: ratio`` reads ``data_path`` with ``loader`` and splits it with
+    :func:`split_by_ratio` (seeded; records of one ``group_of`` group never cross splits, so
+    the gate is not fooled by near-duplicates); ``split_mode: split_dir`` reads the folder with
+    :func:`load_split_dir`. An empty split is a :class:`DataError` naming the file.
+    """
+    if common.split_mode == "split_dir":
+        if common.split_dir is None:
+            raise ConfigError("env.split_dir is required when env.split_mode is 'split_dir'")
+        if data_path is not None:
+            raise ConfigError(
+                "env.data_path is not used when env.split_mode is 'split_dir'; remove it "
+                "or set env.split_mode to 'ratio'"
+            )
+        return load_split_dir(resolve_path(common.split_dir, base_dir), loader)
+    if data_path is None:
+        raise ConfigError("env.data_path is required when env.split_mode is 'ratio'")
+    path = resolve_path(data_path, base_dir)
+    records = loader(path)
+    splits = split_by_ratio(records, common.split_ratio, common.split_seed, group_of)
+    ratio = "/".join(f"{r:g}" for r in common.split_ratio)
+    require_nonempty(
+        splits,
+        str(path),
+        hint=f"{len(records)} records, env.split_ratio {ratio}, env.split_seed "
+        f"{common.split_seed}; add records or change the ratio",
+    )
+    return splits

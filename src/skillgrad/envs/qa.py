@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import load_records, load_split_dir, require_nonempty, split_by_ratio
+from skillgrad.envs.data import load_records, load_splits, resolve_path
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
-from skillgrad.errors import ConfigError, DataError
+from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
 from skillgrad.skill import read_skill_file
@@ -94,7 +94,7 @@ class QAEnvironment:
         tasks = {
             split: [to_task(r, options.context_chars) for r in records[split]] for split in SPLITS
         }
-        skill_path = _resolve(common.skill_init, base_dir) if common.skill_init else None
+        skill_path = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(tasks, options, skill_path)
 
     def tasks(self, split: Split) -> list[Task]:
@@ -139,36 +139,10 @@ class QAEnvironment:
 # ----------------------------------------------------------------------------- loading
 
 
-def _resolve(path: Path, base_dir: Path) -> Path:
-    path = Path(path).expanduser()
-    return path if path.is_absolute() else base_dir / path
-
-
 def _load_splits(
     common: EnvCommon, options: QAOptions, base_dir: Path
 ) -> dict[Split, list[QARecord]]:
-    if common.split_mode == "split_dir":
-        if common.split_dir is None:
-            raise ConfigError("env.split_dir is required when env.split_mode is 'split_dir'")
-        if options.data_path is not None:
-            raise ConfigError(
-                "env.data_path is not used when env.split_mode is 'split_dir'; remove it "
-                "or set env.split_mode to 'ratio'"
-            )
-        return load_split_dir(_resolve(common.split_dir, base_dir), load_qa_records)
-    if options.data_path is None:
-        raise ConfigError("env.data_path is required when env.split_mode is 'ratio'")
-    path = _resolve(options.data_path, base_dir)
-    records = load_qa_records(path)
-    splits = split_by_ratio(records, common.split_ratio, common.split_seed, lambda r: r.group)
-    ratio = "/".join(f"{r:g}" for r in common.split_ratio)
-    require_nonempty(
-        splits,
-        str(path),
-        hint=f"{len(records)} records, env.split_ratio {ratio}, env.split_seed "
-        f"{common.split_seed}; add records or change the ratio",
-    )
-    return splits
+    return load_splits(common, options.data_path, base_dir, load_qa_records, lambda r: r.group)
 
 
 def load_qa_records(path: Path) -> list[QARecord]:

@@ -1,0 +1,126 @@
+"""``skillgrad env new``: the scaffolded package passes its own tests and trains as generated;
+``env list`` / ``backend list``; environments named by ``module:Class``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from skillgrad.build import build_trainer
+from skillgrad.config import load_config
+from skillgrad.demo import scripted_optimizer
+from skillgrad.errors import ConfigError, SkillgradError
+from skillgrad.records import ChatRequest
+from skillgrad.scaffold import new_environment
+
+RULE = "End with a line 'Answer: <the number or time>'."
+
+
+def scaffold_target(request: ChatRequest) -> str:
+    """Solves the sample word problems, but states the answer only if the skill says how."""
+    import re
+
+    question = request.messages[-1].text()
+    numbers = [int(n) for n in re.findall(r"\d+", question)]
+    if "bus" in question:
+        h, m, add = numbers[0], numbers[1], numbers[2]
+        total = h * 60 + m + add
+        answer = f"{total // 60}:{total % 60:02d}"
+    elif "crate" in question:
+        answer = str(numbers[0] * numbers[1])
+    elif "stamps" in question:
+        answer = str(numbers[0] - numbers[1])
+    else:
+        answer = str(numbers[0] // numbers[1])
+    if RULE in request.messages[0].text():
+        return f"Working it out.\nAnswer: {answer}"
+    return f"Working it out, the result would be {answer} I think."
+
+
+def _propose_rule(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    if RULE in skill:
+        return {"reasoning": "covered", "edits": []}
+    return {"reasoning": "the answer is buried in prose",
+            "edits": [{"op": "append", "content": RULE, "support": 3}]}
+
+
+scaffold_optimizer = scripted_optimizer(_propose_rule)
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    return new_environment("word_sums", tmp_path)
+
+
+def test_the_scaffold_passes_its_own_tests(package: Path) -> None:
+    expected = {"pyproject.toml", "README.md", "config.yaml", "data/tasks.jsonl",
+                "src/word_sums_env/env.py", "src/word_sums_env/__init__.py",
+                "src/word_sums_env/initial_skill.md", "tests/test_word_sums.py"}
+    assert {str(p.relative_to(package)) for p in package.rglob("*") if p.is_file()} == expected
+    for path in package.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert not any(p in text for p in ("__NAME__", "__PKG__", "__CLASS__")), path
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=package, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "5 passed" in proc.stdout
+
+
+def test_the_scaffold_trains_one_epoch(package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(package / "src"))
+    config = yaml.safe_load((package / "config.yaml").read_text())
+    config["env"]["name"] = "word_sums_env.env:WordSumsEnvironment"  # not installed: by path
+    config["model"] = {
+        "target": {"backend": "scripted", "function": "test_scaffold:scaffold_target"},
+        "optimizer": {"backend": "scripted", "function": "test_scaffold:scaffold_optimizer"},
+    }
+    (package / "config.yaml").write_text(yaml.safe_dump(config))
+    summary = build_trainer(load_config(package / "config.yaml"), package / "run").fit()
+    assert summary["test"]["initial"]["hard"] == 0.0
+    assert summary["test"]["best"]["hard"] == 1.0
+    assert RULE in (package / "run" / "best_skill.md").read_text()
+
+
+def test_bad_names_and_occupied_folders_are_refused(tmp_path: Path) -> None:
+    for bad in ("Word", "1abc", "a-b", ""):
+        with pytest.raises(SkillgradError, match="lower case"):
+            new_environment(bad, tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("mine")
+    with pytest.raises(SkillgradError, match="not empty"):
+        new_environment("taken", tmp_path)
+    assert (tmp_path / "taken" / "x").read_text() == "mine"
+
+
+def test_an_environment_path_that_is_not_an_environment(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("env: {name: 'os.path:join'}\n")
+    with pytest.raises(ConfigError, match="'os.path:join' is not an environment class"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("env: {name: 'no_such_module_x:Env'}\n")
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module_x'"):
+        load_config(tmp_path / "d.yaml")
+
+
+def test_env_and_backend_lists(tmp_path: Path) -> None:
+    def run(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "skillgrad.cli", *args],
+                              env={**os.environ, "COLUMNS": "250"}, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert "skillgrad.envs.qa:QAEnvironment" in run("env", "list")
+    backends = run("backend", "list")
+    for name in ("embedded", "openai_compatible", "command", "handoff", "scripted"):
+        assert name in backends
+    proc = subprocess.run([sys.executable, "-m", "skillgrad.cli", "env", "new", "Bad-Name",
+                           "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: env new 'Bad-Name'")
