@@ -1,0 +1,208 @@
+"""Multi-turn rollouts with tools: the forward pass of an agent that acts before it answers.
+
+An environment declares its tools once (:class:`Tool`: name, description, a JSON schema of the
+arguments, and the function that runs them). :func:`run_episode` then lets the target act until
+it answers or the turn limit is reached, in one of two protocols:
+
+* ``native``: the endpoint's own tool calling (OpenAI ``tools``); each call is answered with a
+  ``tool`` message carrying the observation.
+* ``text``: a plain-text action format for models and harnesses without tool calling (the small
+  embedded model included). The protocol is described after the skill in the system message
+  (the skill stays first, so its processed prefix is reused), the agent replies
+  ``ACTION: name {json arguments}`` or ``ANSWER: ...``, and observations come back as user
+  messages.
+
+Every action and observation is kept in the trajectory. A malformed action, an unknown tool or
+bad arguments are the agent's mistakes: they become an observation saying what was wrong, and
+the episode goes on. Only a model failure (:class:`~skillgrad.errors.ModelError`) propagates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from skillgrad.models.base import ChatModel
+from skillgrad.records import ChatRequest, Completion, Message, Usage
+
+ToolMode = Literal["native", "text"]
+
+_ACTION = re.compile(r"^\s*\**ACTION\**:\s*([A-Za-z_][\w.-]*)\s*(.*)$", re.IGNORECASE)
+_ANSWER = re.compile(r"^\s*\**(?:FINAL\s+)?ANSWER\**:\s*(.*)$", re.IGNORECASE)
+
+
+class ToolError(Exception):
+    """Raised by a tool for a bad call (wrong arguments, nothing found); the message becomes
+    the observation the agent sees."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool an environment offers. ``run(**arguments)`` returns the observation text."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[..., str]
+
+    def openai_spec(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name,
+                                                 "description": self.description,
+                                                 "parameters": self.parameters}}
+
+    def signature(self) -> str:
+        props = self.parameters.get("properties", {})
+        args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in props.items())
+        return f"{self.name}({args})"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One tool use of an episode and what it returned."""
+
+    tool: str
+    arguments: dict[str, Any]
+    observation: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A finished multi-turn rollout. ``answer`` is None when none was given in time."""
+
+    messages: tuple[Message, ...]
+    answer: str | None
+    turns: int
+    actions: tuple[Action, ...]
+    usage: Usage = Usage()
+    truncated: bool = False
+    problems: tuple[str, ...] = field(default=())
+
+
+def text_protocol(tools: Sequence[Tool]) -> str:
+    """How the text protocol is explained to the agent, after the skill."""
+    lines = ["## Tools", "", "You can use these tools:"]
+    for tool in tools:
+        lines.append(f"- {tool.signature()}: {tool.description}")
+    example = tools[0]
+    first = next(iter(example.parameters.get("properties", {})), "arg")
+    lines += [
+        "",
+        "To use a tool, reply with exactly one line and nothing else, for example:",
+        f'ACTION: {example.name} {{"{first}": "..."}}',
+        "You will see the result and can act again. When you know the answer, reply:",
+        "ANSWER: <your answer>",
+    ]
+    return "\n".join(lines)
+
+
+def run_episode(
+    model: ChatModel,
+    skill: str,
+    task_prompt: str,
+    tools: Sequence[Tool],
+    *,
+    mode: ToolMode = "text",
+    max_turns: int = 6,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> Episode:
+    """Let the target act with ``tools`` until it answers or ``max_turns`` replies were used."""
+    by_name = {t.name: t for t in tools}
+    system = skill if mode == "native" else f"{skill.rstrip()}\n\n{text_protocol(tools)}"
+    messages: list[Message] = [Message(role="system", content=system),
+                               Message(role="user", content=task_prompt)]
+    actions: list[Action] = []
+    usage = Usage()
+    for turn in range(1, max_turns + 1):
+        request = ChatRequest(
+            messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
+            tools=tuple(t.openai_spec() for t in tools) if mode == "native" else None,
+        )
+        completion = model.complete(request)
+        usage = usage + completion.usage
+        step = (_native_step if mode == "native" else _text_step)(completion, by_name)
+        messages.append(step.reply)
+        actions.extend(step.actions)
+        messages.extend(step.observations)
+        if step.answer is not None or completion.truncated:
+            return Episode(tuple(messages), step.answer, turn, tuple(actions), usage,
+                           completion.truncated)
+    return Episode(tuple(messages), None, max_turns, tuple(actions), usage,
+                   problems=(f"no answer within {max_turns} turns",))
+
+
+@dataclass
+class _Step:
+    reply: Message
+    actions: list[Action] = field(default_factory=list)
+    observations: list[Message] = field(default_factory=list)
+    answer: str | None = None
+
+
+def _native_step(completion: Completion, tools: dict[str, Tool]) -> _Step:
+    calls = completion.tool_calls or []
+    step = _Step(Message(role="assistant", content=completion.text, tool_calls=calls or None))
+    if not calls:
+        step.answer = completion.text.strip()
+        return step
+    for n, call in enumerate(calls):
+        function = call.get("function") or {}
+        action = _execute(tools, str(function.get("name", "")), function.get("arguments", "{}"))
+        step.actions.append(action)
+        step.observations.append(Message(role="tool", content=action.observation,
+                                         tool_call_id=str(call.get("id", f"call_{n}"))))
+    return step
+
+
+def _text_step(completion: Completion, tools: dict[str, Tool]) -> _Step:
+    text = completion.text
+    step = _Step(Message(role="assistant", content=text))
+    for line in text.splitlines():
+        action = _ACTION.match(line)
+        if action is not None:
+            done = _execute(tools, action.group(1), action.group(2).strip() or "{}")
+            step.actions.append(done)
+            step.observations.append(Message(role="user",
+                                             content=f"OBSERVATION:\n{done.observation}"))
+            return step
+        answer = _ANSWER.match(line)
+        if answer is not None:
+            rest = text[text.index(line) + len(line):].strip()
+            step.answer = (answer.group(1) or rest).strip()
+            return step
+    # Neither an action nor a marked answer: the reply is the answer (models often skip the
+    # marker); the environment's scorer judges it.
+    step.answer = text.strip()
+    return step
+
+
+def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
+    tool = tools.get(name)
+    if tool is None:
+        known = ", ".join(sorted(tools))
+        return Action(name, {}, f"error: there is no tool {name!r} (tools: {known})", ok=False)
+    arguments = raw_arguments
+    if isinstance(raw_arguments, str):
+        try:
+            arguments = json.loads(raw_arguments)
+        except json.JSONDecodeError as exc:
+            return Action(name, {}, f"error: the arguments are not valid JSON ({exc.msg}); "
+                          f"write them as a JSON object", ok=False)
+    if not isinstance(arguments, dict):
+        return Action(name, {}, "error: the arguments must be a JSON object", ok=False)
+    allowed = set(tool.parameters.get("properties", {}))
+    missing = [k for k in tool.parameters.get("required", []) if k not in arguments]
+    unknown = [k for k in arguments if allowed and k not in allowed]
+    if missing or unknown:
+        problem = (f"missing {', '.join(missing)}" if missing else
+                   f"unknown argument {', '.join(unknown)}")
+        return Action(name, arguments, f"error: {problem}; call it as {tool.signature()}",
+                      ok=False)
+    try:
+        return Action(name, arguments, tool.run(**arguments), ok=True)
+    except ToolError as exc:
+        return Action(name, arguments, f"error: {exc}", ok=False)

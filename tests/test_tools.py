@@ -1,0 +1,143 @@
+"""Multi-turn rollouts with tools, in the text protocol and in native tool calling (scripted and
+over HTTP through the openai_compatible backend)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillgrad.envs.tools import Tool, ToolError, run_episode, text_protocol
+from skillgrad.errors import ScriptExhausted
+from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
+from skillgrad.models.scripted import ScriptedModel
+from skillgrad.records import ChatRequest, Completion
+from skillgrad.testing import FakeOpenAIServer, completion_body
+
+PAGES = {"heron": "The Amber Heron was launched in 1931.", "plover": "The Grey Plover sank."}
+
+
+def _search(query: str) -> str:
+    hits = [text for key, text in PAGES.items() if key in query.lower()]
+    if not hits:
+        raise ToolError(f"nothing found for {query!r}")
+    return "\n".join(hits)
+
+
+SEARCH = Tool("search", "Search the encyclopedia.",
+              {"type": "object", "properties": {"query": {"type": "string"}},
+               "required": ["query"]}, _search)
+SKILL = "# Research\nSearch before you answer."
+
+
+def test_text_protocol_acts_observes_and_answers() -> None:
+    model = ScriptedModel(['ACTION: search {"query": "Amber Heron"}', "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "When was the Amber Heron launched?", [SEARCH])
+    assert episode.answer == "1931" and episode.turns == 2
+    assert [(a.tool, a.arguments, a.ok) for a in episode.actions] == [
+        ("search", {"query": "Amber Heron"}, True)]
+    system = model.calls[0].messages[0].text()
+    assert system.startswith(SKILL)  # the skill first: its prefix is reused across tasks
+    assert "search(query: string)" in system and "ANSWER:" in system
+    second = model.calls[1].messages
+    assert second[-1].role == "user" and "launched in 1931" in second[-1].text()
+    assert [m.role for m in episode.messages] == ["system", "user", "assistant", "user",
+                                                  "assistant"]
+    assert model.calls[0].tools is None
+
+
+@pytest.mark.parametrize(
+    ("action", "problem"),
+    [
+        ('ACTION: search {"query": ', "not valid JSON"),
+        ("ACTION: browse {}", "there is no tool 'browse' (tools: search)"),
+        ('ACTION: search {"q": "x"}', "missing query"),
+        ('ACTION: search {"query": "x", "page": 2}', "unknown argument page"),
+        ('ACTION: search ["x"]', "must be a JSON object"),
+        ('ACTION: search {"query": "zebra"}', "nothing found for 'zebra'"),
+    ],
+)
+def test_agent_mistakes_are_observations_not_crashes(action: str, problem: str) -> None:
+    model = ScriptedModel([action, "ANSWER: unknown"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    assert episode.answer == "unknown" and not episode.actions[0].ok
+    assert problem in episode.actions[0].observation
+    assert problem in model.calls[1].messages[-1].text()
+
+
+def test_the_turn_limit_ends_an_episode_without_answer() -> None:
+    model = ScriptedModel(default='ACTION: search {"query": "heron"}')
+    episode = run_episode(model, SKILL, "q", [SEARCH], max_turns=3)
+    assert episode.answer is None and episode.turns == 3 and len(episode.actions) == 3
+    assert episode.problems == ("no answer within 3 turns",)
+
+
+def test_an_unmarked_reply_is_the_answer_and_a_marker_on_its_own_line_works() -> None:
+    assert run_episode(ScriptedModel(["It was 1931."]), SKILL, "q", [SEARCH]).answer == (
+        "It was 1931.")
+    assert run_episode(ScriptedModel(["Let me see.\nANSWER:\n1931"]), SKILL, "q",
+                       [SEARCH]).answer == "1931"
+
+
+def test_a_truncated_reply_ends_the_episode() -> None:
+    cut = Completion(text='ACTION: search {"que', finish_reason="length")
+    episode = run_episode(ScriptedModel([cut]), SKILL, "q", [SEARCH])
+    assert episode.truncated and episode.turns == 1
+
+
+def test_a_model_failure_propagates() -> None:
+    with pytest.raises(ScriptExhausted):
+        run_episode(ScriptedModel([]), SKILL, "q", [SEARCH])
+
+
+def _call(name: str, arguments: dict[str, Any], cid: str = "call_1") -> dict[str, Any]:
+    return {"id": cid, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_native_tool_calls_get_tool_messages() -> None:
+    replies = [Completion(text="", tool_calls=[_call("search", {"query": "heron"}, "c7")]),
+               Completion(text="1931")]
+    model = ScriptedModel(replies)
+    episode = run_episode(model, SKILL, "q", [SEARCH], mode="native")
+    assert episode.answer == "1931"
+    assert model.calls[0].tools == (SEARCH.openai_spec(),)
+    assert model.calls[0].messages[0].text() == SKILL  # no text protocol in native mode
+    tool_msg = model.calls[1].messages[-1]
+    assert tool_msg.role == "tool" and tool_msg.tool_call_id == "c7"
+    assert "1931" in tool_msg.text()
+
+
+def test_native_tool_calls_over_http() -> None:
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            assert last["tool_call_id"] == "call_9"
+            assert body["messages"][-2]["tool_calls"][0]["function"]["name"] == "search"
+            return completion_body("1931")
+        assert body["tools"][0]["function"]["name"] == "search"
+        return completion_body("", tool_calls=[_call("search", {"query": "amber heron"},
+                                                     "call_9")])
+
+    with FakeOpenAIServer(responder=responder) as server:
+        model = OpenAICompatibleBackend.create(
+            OpenAICompatibleOptions(base_url=server.url, model="m"), Path("."))
+        episode = run_episode(model, SKILL, "When?", [SEARCH], mode="native")
+    assert episode.answer == "1931"
+    assert episode.actions[0].arguments == {"query": "amber heron"} and episode.actions[0].ok
+
+
+def test_protocol_text_names_every_tool() -> None:
+    other = Tool("lookup", "Look a word up.", {"type": "object", "properties": {
+        "word": {"type": "string"}}}, lambda word: word)
+    text = text_protocol([SEARCH, other])
+    assert "search(query: string)" in text and "lookup(word: string)" in text
+
+
+def test_requests_are_plain_chat_requests() -> None:
+    model = ScriptedModel(["ANSWER: x"])
+    run_episode(model, SKILL, "q", [SEARCH], max_tokens=50, temperature=0.0)
+    request: ChatRequest = model.calls[0]
+    assert request.max_tokens == 50 and request.temperature == 0.0
