@@ -1,0 +1,49 @@
+"""Test-split scores of a built-in environment on the embedded model: with no skill (an empty
+system message, plus the tool protocol where the environment has tools) and with the
+environment's shipped initial skill.
+
+    python bench/env_scores.py open_qa [--limit N] [--model qwen2.5-coder-1.5b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from skillgrad.build import build_environment
+from skillgrad.config import load_config
+from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
+from skillgrad.rollout import rollout, score
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("env")
+    parser.add_argument("--limit", type=int, default=None, help="first N test tasks only")
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    args = parser.parse_args()
+    resolved = load_config(None, [f"env.name={args.env}"])
+    env = build_environment(resolved)
+    sizes = {s: len(env.tasks(s)) for s in ("train", "val", "test")}  # type: ignore[arg-type]
+    tasks = env.tasks("test")[: args.limit]  # type: ignore[arg-type]
+    model = EmbeddedBackend.create(EmbeddedOptions(model=args.model), Path("."))
+    table = Table(title=f"{args.env}: train/val/test = {sizes['train']}/{sizes['val']}/"
+                  f"{sizes['test']}; {args.model} on {len(tasks)} test tasks")
+    for col in ("skill", "hard (EM)", "soft (F1)", "mean turns", "seconds"):
+        table.add_column(col, justify="right")
+    for label, skill in (("none", ""), ("shipped initial", env.initial_skill())):
+        started = time.perf_counter()
+        results = rollout(env, tasks, skill, model)
+        s = score(results, "test", label)
+        turns = sum(r.turns for r in results) / len(results)
+        table.add_row(label, f"{s.hard:.3f}", f"{s.soft:.3f}", f"{turns:.2f}",
+                      f"{time.perf_counter() - started:.0f}")
+    Console(width=120).print(table)
+
+
+if __name__ == "__main__":
+    main()
