@@ -74,6 +74,11 @@ class QAEnvironment:
 
     Options: ClassVar[type[EnvOptions]] = QAOptions
 
+    @staticmethod
+    def load_file(path: Path) -> list[QARecord]:
+        """Read and validate one data file (a subclass reads another published format)."""
+        return load_qa_records(path)
+
     def __init__(
         self,
         tasks: Mapping[Split, Sequence[Task]],
@@ -89,7 +94,8 @@ class QAEnvironment:
         """Load and split the records named by the config; relative paths are resolved against
         ``base_dir`` (the config file's folder)."""
         base_dir = Path(base_dir)
-        records = _load_splits(common, options, base_dir)
+        records = load_splits(common, options.data_path, base_dir, cls.load_file,
+                              lambda r: r.group)
         _check_unique_ids([r for split in SPLITS for r in records[split]])
         tasks = {
             split: [to_task(r, options.context_chars) for r in records[split]] for split in SPLITS
@@ -137,12 +143,6 @@ class QAEnvironment:
 
 
 # ----------------------------------------------------------------------------- loading
-
-
-def _load_splits(
-    common: EnvCommon, options: QAOptions, base_dir: Path
-) -> dict[Split, list[QARecord]]:
-    return load_splits(common, options.data_path, base_dir, load_qa_records, lambda r: r.group)
 
 
 def load_qa_records(path: Path) -> list[QARecord]:
