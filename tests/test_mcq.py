@@ -1,0 +1,148 @@
+"""The mcq loader: LiveMathematicianBench-style multiple choice, seeded shuffles, label scoring."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from skillgrad.build import build_trainer
+from skillgrad.config import load_config
+from skillgrad.demo import scripted_optimizer
+from skillgrad.envs.base import EnvCommon
+from skillgrad.envs.multiple_choice import LABELS, MCQEnvironment, MCQOptions, read_choice
+from skillgrad.errors import DataError
+from skillgrad.models.scripted import ScriptedModel
+from skillgrad.records import ChatRequest, Task
+
+FIXTURE = Path(__file__).parent / "fixtures" / "mcq" / "qa_2025-01_final.json"
+RULE = "End with <answer>X</answer>, X being the letter of your choice."
+
+
+def make_env(**options: Any) -> MCQEnvironment:
+    common = EnvCommon(name="mcq", split_ratio=(0.5, 0.25, 0.25))
+    return MCQEnvironment.create(common, MCQOptions(data_path=FIXTURE, **options), Path("."))
+
+
+def all_tasks(env: MCQEnvironment) -> list[Task]:
+    return [t for s in ("train", "val", "test") for t in env.tasks(s)]
+
+
+def test_both_item_shapes_load_and_groups_stay_in_one_split() -> None:
+    env = make_env()
+    tasks = all_tasks(env)
+    assert len(tasks) == 12
+    by_split = {s: {t.group for t in env.tasks(s)} for s in ("train", "val", "test")}
+    assert sum(len(g) for g in by_split.values()) == 4  # each of the 4 groups in one split
+    for task in tasks:
+        choices, correct = task.reference["choices"], task.reference["correct"]
+        assert len(choices) == 4 and f"{LABELS[correct]}. {choices[correct]}" in task.prompt
+
+
+def test_the_correct_text_survives_the_seeded_shuffle() -> None:
+    source = json.loads(FIXTURE.read_text())
+    truth = {}
+    for raw in source:
+        body = raw.get("mcq", raw)
+        label = body["correct_choice"]
+        label = label["label"] if isinstance(label, dict) else label
+        truth[raw["id"]] = next(c["text"] for c in body["choices"] if c["label"] == label)
+    shuffled, again, plain = make_env(), make_env(), make_env(shuffle_choices=False)
+    positions = []
+    for task in all_tasks(shuffled):
+        assert task.reference["choices"][task.reference["correct"]] == truth[task.id]
+        positions.append(task.reference["correct"])
+    assert len(set(positions)) > 1
+    assert [t.prompt for t in all_tasks(again)] == [t.prompt for t in all_tasks(shuffled)]
+    assert any(a.prompt != b.prompt for a, b in zip(all_tasks(plain), all_tasks(shuffled),
+                                                   strict=True))
+    other_seed = make_env(choice_seed=1)
+    assert [t.prompt for t in all_tasks(other_seed)] != [t.prompt for t in all_tasks(shuffled)]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [("Thinking...\n<answer>C</answer>", 2), ("Answer: (B)", 1), ("so the answer is\nD.", 3),
+     ("Answer: 6", None), ("no idea", None), ("<answer>x^2</answer>", 1)],
+)
+def test_reading_the_choice(reply: str, expected: int | None) -> None:
+    choices = ("3x^2", "x^2", "7", "0")
+    assert read_choice(reply, choices) == expected
+
+
+def test_scores_and_reasons() -> None:
+    env = make_env()
+    task = env.tasks("test")[0]
+    correct = task.reference["correct"]
+    wrong = (correct + 1) % 4
+    right = env.rollout(task, env.initial_skill(),
+                        ScriptedModel([f"<answer>{LABELS[correct]}</answer>"]))
+    assert right.hard == right.soft == 1.0 and right.reason == ""
+    miss = env.rollout(task, env.initial_skill(),
+                       ScriptedModel([f"<answer>{LABELS[wrong]}</answer>"]))
+    assert miss.hard == 0.0 and f"chose {LABELS[wrong]}" in miss.reason
+    assert f"correct is {LABELS[correct]}" in miss.reason
+    none = env.rollout(task, env.initial_skill(), ScriptedModel(["hmm"]))
+    assert none.hard == 0.0 and "no choice label found" in none.reason
+
+
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [({"id": "x", "choices": ["a", "b"], "correct_choice": "A"}, "missing 'question'"),
+     ({"id": "x", "question": "q", "choices": ["a"], "correct_choice": "A"}, "two non-empty"),
+     ({"id": "x", "question": "q", "choices": ["a", "b"], "correct_choice": "E"}, "not one of"),
+     ({"id": "x", "question": "q", "choices": ["a", "b"]}, "missing 'correct_choice'"),
+     ({"id": "x", "question": "q", "choices": 5, "correct_choice": "A"}, "'choices' must be")],
+)
+def test_bad_items_name_the_file_and_item(tmp_path: Path, item: dict[str, Any],
+                                          problem: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([item]))
+    common = EnvCommon(name="mcq", split_ratio=(0.5, 0.25, 0.25))
+    with pytest.raises(DataError, match=f"bad.json: item 0: .*{problem}"):
+        MCQEnvironment.create(common, MCQOptions(data_path=path), tmp_path)
+
+
+ANSWERS: dict[str, str] = {}
+
+
+def mcq_target(request: ChatRequest) -> str:
+    """Knows the right choice; writes it in the tagged form only if the skill asks for it."""
+    prompt = request.messages[-1].text()
+    label = ANSWERS[prompt]
+    if RULE in request.messages[0].text():
+        return f"Working.\n<answer>{label}</answer>"
+    return f"I would go with option {label} after some thought, probably."
+
+
+def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    if RULE in skill:
+        return {"reasoning": "covered", "edits": []}
+    return {"reasoning": "labels not found", "edits": [{"op": "append", "content": RULE,
+                                                        "support": 3}]}
+
+
+mcq_optimizer = scripted_optimizer(_propose)
+
+
+def test_one_epoch_of_training(tmp_path: Path) -> None:
+    env = make_env()
+    ANSWERS.update({t.prompt: LABELS[t.reference["correct"]] for t in all_tasks(env)})
+    (tmp_path / "skill.md").write_text("# Multiple choice\n\nPick the correct choice.\n")
+    config = {
+        "env": {"name": "mcq", "data_path": str(FIXTURE), "split_ratio": [0.5, 0.25, 0.25],
+                "skill_init": "skill.md"},
+        "model": {"target": {"backend": "scripted", "function": "test_mcq:mcq_target"},
+                  "optimizer": {"backend": "scripted", "function": "test_mcq:mcq_optimizer"}},
+        "train": {"num_epochs": 1, "batch_size": 6},
+        "gradient": {"minibatch_size": 6, "failure_only": True},
+        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
+    assert summary["test"]["initial"]["hard"] == 0.0
+    assert summary["test"]["best"]["hard"] == 1.0
+    assert RULE in (tmp_path / "run" / "best_skill.md").read_text()
