@@ -129,3 +129,14 @@ def test_one_epoch_of_training(tmp_path: Path) -> None:
     summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
     assert summary["test"]["initial"]["hard"] == 0.0
     assert summary["test"]["best"]["hard"] == 1.0
+
+
+def test_the_bundled_champ_problems() -> None:
+    env = MathEnvironment.create(EnvCommon(name="math"), MathOptions(), Path("."))
+    sizes = [len(env.tasks(s)) for s in ("train", "val", "test")]
+    assert sizes == [47, 16, 16]
+    tasks = [t for s in ("train", "val", "test") for t in env.tasks(s)]
+    assert all(t.reference["answer"].lstrip("-").isdigit() for t in tasks)
+    assert len({t.id for t in tasks}) == 79
+    assert {t.metadata["type"] for t in tasks} == {
+        "Combinatorics", "Inequality", "Number-Theory", "Polynomial", "Sequence"}

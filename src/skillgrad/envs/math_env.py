@@ -7,6 +7,9 @@ is the last ``\\boxed{...}`` of its reply (else an ``Answer:`` line, else its la
 ``math-verify`` decides whether it equals the gold answer (``1/2`` = ``0.5`` = ``\\frac12``).
 hard = soft = 1 for an equivalent answer.
 
+Without ``data_path`` it serves the 79 CHAMP competition problems (``champ-dataset``, MIT) whose
+answer is an integer (see ``math_data/DATA_CARD.md``).
+
 ``math-verify`` is in the ``math`` extra. Its timeouts use signals, which only work in the main
 thread; in rollout worker threads the check runs without one.
 """
@@ -31,12 +34,14 @@ from skillgrad.records import ChatRequest, Message, RolloutResult, Task
 from skillgrad.skill import read_skill_file
 
 _BOXED = re.compile(r"\\boxed\s*\{")
+BUNDLED = "champ_integer.jsonl"
 
 
 class MathOptions(EnvOptions):
     """The ``env:`` keys of ``math``."""
 
-    data_path: Path | None = Field(None, description="JSON / JSONL items (split_mode ratio)")
+    data_path: Path | None = Field(None, description="JSON / JSONL items in the MATH format; "
+                                   "default: the bundled CHAMP problems")
     max_tokens: int = Field(1024, ge=1, description="token limit of the target's reply")
     temperature: float = Field(0.0, ge=0.0)
 
@@ -113,7 +118,11 @@ class MathEnvironment:
             return [parse_item(raw, f"{path}: item {i}")
                     for i, raw in enumerate(load_records(path))]
 
-        splits = load_splits(common, options.data_path, base_dir, load, lambda t: t.group)
+        data_path = options.data_path
+        if data_path is None and common.split_mode == "ratio":
+            data_path = Path(str(resources.files("skillgrad.envs").joinpath("math_data")
+                                 .joinpath(BUNDLED)))
+        splits = load_splits(common, data_path, base_dir, load, lambda t: t.group)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, options, skill)
 
