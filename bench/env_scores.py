@@ -3,6 +3,7 @@ system message, plus the tool protocol where the environment has tools) and with
 environment's shipped initial skill.
 
     python bench/env_scores.py open_qa [--limit N] [--model qwen2.5-coder-1.5b]
+    python bench/env_scores.py math --limit 8 --set env.dataset=gsm_symbolic
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def main() -> None:
     parser.add_argument("env")
     parser.add_argument("--limit", type=int, default=None, help="first N test tasks only")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--set", action="append", default=[], help="env.KEY=VALUE override")
     args = parser.parse_args()
-    resolved = load_config(None, [f"env.name={args.env}"])
+    resolved = load_config(None, [f"env.name={args.env}", *args.set])
     env = build_environment(resolved)
     sizes = {s: len(env.tasks(s)) for s in ("train", "val", "test")}  # type: ignore[arg-type]
     tasks = env.tasks("test")[: args.limit]  # type: ignore[arg-type]

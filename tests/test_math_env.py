@@ -140,3 +140,17 @@ def test_the_bundled_champ_problems() -> None:
     assert len({t.id for t in tasks}) == 79
     assert {t.metadata["type"] for t in tasks} == {
         "Combinatorics", "Inequality", "Number-Theory", "Polynomial", "Sequence"}
+
+
+def test_the_bundled_gsm_symbolic_problems_split_by_template() -> None:
+    env = MathEnvironment.create(EnvCommon(name="math"), MathOptions(dataset="gsm_symbolic"),
+                                 Path("."))
+    sizes = [len(env.tasks(s)) for s in ("train", "val", "test")]
+    assert sizes == [120, 39, 41]
+    templates = {s: {t.group for t in env.tasks(s)} for s in ("train", "val", "test")}
+    assert not (templates["train"] & templates["val"] or templates["train"] & templates["test"]
+                or templates["val"] & templates["test"])
+    task = env.tasks("test")[0]
+    gold = task.reference["answer"]
+    right = env.rollout(task, env.initial_skill(), ScriptedModel([f"So \\boxed{{{gold}}}"]))
+    assert right.hard == 1.0

@@ -7,8 +7,10 @@ is the last ``\\boxed{...}`` of its reply (else an ``Answer:`` line, else its la
 ``math-verify`` decides whether it equals the gold answer (``1/2`` = ``0.5`` = ``\\frac12``).
 hard = soft = 1 for an equivalent answer.
 
-Without ``data_path`` it serves the 79 CHAMP competition problems (``champ-dataset``, MIT) whose
-answer is an integer (see ``math_data/DATA_CARD.md``).
+Without ``data_path`` it serves a bundled set (``dataset``, see ``math_data/DATA_CARD.md``):
+``champ``, the 79 CHAMP competition problems (``champ-dataset``, MIT) whose answer is an
+integer, or ``gsm_symbolic``, 200 GSM8K-style word problems from reasoning-gym's generator
+(Apache-2.0), grouped by template so that no template crosses splits.
 
 ``math-verify`` is in the ``math`` extra. Its timeouts use signals, which only work in the main
 thread; in rollout worker threads the check runs without one.
@@ -21,7 +23,7 @@ import re
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -34,14 +36,16 @@ from skillgrad.records import ChatRequest, Message, RolloutResult, Task
 from skillgrad.skill import read_skill_file
 
 _BOXED = re.compile(r"\\boxed\s*\{")
-BUNDLED = "champ_integer.jsonl"
+BUNDLED = {"champ": "champ_integer.jsonl", "gsm_symbolic": "gsm_symbolic.jsonl"}
 
 
 class MathOptions(EnvOptions):
     """The ``env:`` keys of ``math``."""
 
-    data_path: Path | None = Field(None, description="JSON / JSONL items in the MATH format; "
-                                   "default: the bundled CHAMP problems")
+    data_path: Path | None = Field(None, description="JSON / JSONL items in the MATH format "
+                                   "instead of a bundled data set")
+    dataset: Literal["champ", "gsm_symbolic"] = Field(
+        "champ", description="bundled problems used without data_path")
     max_tokens: int = Field(1024, ge=1, description="token limit of the target's reply")
     temperature: float = Field(0.0, ge=0.0)
 
@@ -121,7 +125,7 @@ class MathEnvironment:
         data_path = options.data_path
         if data_path is None and common.split_mode == "ratio":
             data_path = Path(str(resources.files("skillgrad.envs").joinpath("math_data")
-                                 .joinpath(BUNDLED)))
+                                 .joinpath(BUNDLED[options.dataset])))
         splits = load_splits(common, data_path, base_dir, load, lambda t: t.group)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, options, skill)
