@@ -20,11 +20,13 @@ import json
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from skillgrad.envs.base import SPLITS, EnvCommon, Split
 from skillgrad.errors import ConfigError, DataError
+from skillgrad.skill import read_skill_file
 
 T = TypeVar("T")
 
@@ -280,3 +282,23 @@ def load_splits(
         f"{common.split_seed}; add records or change the ratio",
     )
     return splits
+
+
+class SplitTasksMixin:
+    """``tasks`` and ``initial_skill`` for an environment that holds its splits in ``_splits``,
+    an optional skill file in ``skill_path`` and its shipped skill (a file of
+    ``skillgrad.envs``) in ``DEFAULT_SKILL``."""
+
+    DEFAULT_SKILL: str
+    _splits: dict[Split, list[Any]]
+    skill_path: Path | None
+
+    def tasks(self, split: Split) -> list[Any]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}")
+        return list(self._splits[split])
+
+    def initial_skill(self) -> str:
+        if self.skill_path is not None:
+            return read_skill_file(self.skill_path)
+        return resources.files("skillgrad.envs").joinpath(self.DEFAULT_SKILL).read_text("utf-8")

@@ -27,13 +27,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import load_records, load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions, Split
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
 from skillgrad.envs.scoring import extract_final_answer
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
-from skillgrad.skill import read_skill_file
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 BUNDLED = {"champ": "champ_integer.jsonl", "gsm_symbolic": "gsm_symbolic.jsonl"}
@@ -105,9 +104,10 @@ def parse_item(raw: dict[str, Any], where: str) -> Task:
                 metadata=meta)
 
 
-class MathEnvironment:
+class MathEnvironment(SplitTasksMixin):
     """Problems with one final answer, checked for equivalence; built with :meth:`create`."""
 
+    DEFAULT_SKILL = "math_skill.md"
     Options: ClassVar[type[EnvOptions]] = MathOptions
 
     def __init__(self, splits: dict[Split, list[Task]], options: MathOptions,
@@ -129,16 +129,6 @@ class MathEnvironment:
         splits = load_splits(common, data_path, base_dir, load, lambda t: t.group)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, options, skill)
-
-    def tasks(self, split: Split) -> list[Task]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}")
-        return list(self._splits[split])
-
-    def initial_skill(self) -> str:
-        if self.skill_path is not None:
-            return read_skill_file(self.skill_path)
-        return resources.files("skillgrad.envs").joinpath("math_skill.md").read_text("utf-8")
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         messages = (Message(role="system", content=skill),

@@ -15,19 +15,17 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import load_records, load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions, Split
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
 from skillgrad.envs.scoring import extract_final_answer, normalize_answer
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
-from skillgrad.skill import read_skill_file
 
 LABELS = "ABCDEFGHIJ"
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -119,9 +117,10 @@ def read_choice(reply: str, choices: tuple[str, ...]) -> int | None:
     return LABELS.index(first) if len(first) == 1 and first in LABELS[: len(choices)] else None
 
 
-class MCQEnvironment:
+class MCQEnvironment(SplitTasksMixin):
     """Multiple-choice questions; built from config with :meth:`create`."""
 
+    DEFAULT_SKILL = "mcq_skill.md"
     Options: ClassVar[type[EnvOptions]] = MCQOptions
 
     def __init__(self, splits: dict[Split, list[Task]], options: MCQOptions,
@@ -140,16 +139,6 @@ class MCQEnvironment:
         splits = load_splits(common, options.data_path, base_dir, load, lambda t: t.group)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, options, skill)
-
-    def tasks(self, split: Split) -> list[Task]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}")
-        return list(self._splits[split])
-
-    def initial_skill(self) -> str:
-        if self.skill_path is not None:
-            return read_skill_file(self.skill_path)
-        return resources.files("skillgrad.envs").joinpath("mcq_skill.md").read_text("utf-8")
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         messages = (Message(role="system", content=skill),

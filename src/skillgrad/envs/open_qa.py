@@ -24,14 +24,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions, Split
+from skillgrad.envs.data import SplitTasksMixin, load_splits, resolve_path
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.envs.tools import Episode, Tool, ToolError, run_episode
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import RolloutResult, Task
-from skillgrad.skill import read_skill_file
 
 BUNDLED = "squad_subset.json"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -124,9 +123,10 @@ def load_squad(path: Path) -> tuple[list[Question], list[Paragraph]]:
     return questions, paragraphs
 
 
-class OpenQAEnvironment:
+class OpenQAEnvironment(SplitTasksMixin):
     """Open-domain QA with a search tool; built from config with :meth:`create`."""
 
+    DEFAULT_SKILL = "open_qa_skill.md"
     Options: ClassVar[type[EnvOptions]] = OpenQAOptions
 
     def __init__(self, splits: dict[Split, list[Task]], index: SearchIndex,
@@ -150,16 +150,6 @@ class OpenQAEnvironment:
         splits = load_splits(common, data_path, base_dir, corpus.load, lambda t: t.group)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, SearchIndex(corpus.paragraphs), options, skill)
-
-    def tasks(self, split: Split) -> list[Task]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}")
-        return list(self._splits[split])
-
-    def initial_skill(self) -> str:
-        if self.skill_path is not None:
-            return read_skill_file(self.skill_path)
-        return resources.files("skillgrad.envs").joinpath("open_qa_skill.md").read_text("utf-8")
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         o = self.options
