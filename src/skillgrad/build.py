@@ -9,6 +9,7 @@ from skillgrad import registry
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import EnvCommon, Environment
+from skillgrad.errors import ConfigError
 from skillgrad.models.base import ChatModel
 from skillgrad.models.client import EndpointLimits, ModelClient
 from skillgrad.models.store import Recording, ReplayModel, ResponseCache
@@ -22,9 +23,27 @@ ROLES = ("target", "optimizer")
 def build_environment(resolved: ResolvedConfig) -> Environment:
     env = resolved.config.env
     env_cls = registry.environment_class(env.name)
+    check_target_vision(resolved, env_cls)
     common = EnvCommon.model_validate({k: getattr(env, k) for k in EnvCommon.model_fields})
     environment: Environment = env_cls.create(common, resolved.env_options, resolved.base_dir)
     return environment
+
+
+def check_target_vision(resolved: ResolvedConfig, env_cls: object) -> None:
+    """Refuse, before any data is read or model loaded, an environment that sends images
+    (class attribute ``needs_vision = True``) with a target backend that cannot take them
+    (``accepts_images = False``). A backend that does not say is trusted to (an
+    OpenAI-compatible server may serve a vision model)."""
+    if not getattr(env_cls, "needs_vision", False):
+        return
+    name = resolved.config.model.target.backend
+    backend = registry.backend_class(name, key="model.target.backend")
+    if getattr(backend, "accepts_images", True):
+        return
+    raise ConfigError(
+        f"env.name {resolved.config.env.name!r} sends images to the target, but "
+        f"model.target.backend {name!r} has no vision (text only); use a vision-capable model "
+        "through backend openai_compatible")
 
 
 def build_clients(

@@ -9,6 +9,8 @@ The split of responsibilities is deliberate:
   like "The company was founded in 1987." does not exactly match "1987". A skill that teaches
   the target to answer with only the exact span is therefore rewarded, which is what the
   optimizer is meant to learn.
+* :func:`anls` is the document-VQA loss (DocVQA's ANLS term): tolerant of a few wrong
+  characters, as OCR-like misreadings are, but zero for an answer far from every gold.
 """
 
 from __future__ import annotations
@@ -108,3 +110,49 @@ def _clean(answer: str) -> str:
                 answer = answer[len(left) : len(answer) - len(right)]
                 break
     return answer
+
+
+# ----------------------------------------------------------------------------- ANLS
+
+
+def levenshtein(a: str, b: str) -> int:
+    """The edit distance (insertions, deletions, substitutions) between ``a`` and ``b``.
+
+    A two-row dynamic programme: answers are short, so O(len(a) * len(b)) is cheap, and it
+    saves a compiled dependency for one function.
+    """
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def anls_normalize(text: str) -> str:
+    """What ANLS compares: lowercased, trimmed, inner whitespace collapsed to one space (the
+    DocVQA evaluation's normalisation; punctuation and articles count, unlike SQuAD's)."""
+    return " ".join(text.lower().split())
+
+
+def anls(prediction: str, golds: Iterable[str], tau: float = 0.5) -> float:
+    """Normalized Levenshtein similarity of one answer, the per-question term of ANLS.
+
+    For each gold answer NL = levenshtein(pred, gold) / max(len(pred), len(gold)) on
+    :func:`anls_normalize`-d strings; the score is ``1 - NL`` when ``NL < tau`` and 0 otherwise
+    (a far-off answer is wrong, not partly right); the best gold counts. Two empty strings
+    agree (score 1). No gold answers score 0.
+    """
+    pred = anls_normalize(prediction)
+    best = 0.0
+    for gold in golds:
+        target = anls_normalize(gold)
+        longest = max(len(pred), len(target))
+        distance = levenshtein(pred, target) / longest if longest else 0.0
+        if distance < tau:
+            best = max(best, 1.0 - distance)
+    return best

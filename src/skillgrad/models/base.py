@@ -21,3 +21,15 @@ class ChatModel(Protocol):
     """
 
     def complete(self, request: ChatRequest) -> Completion: ...
+
+
+def non_text_parts(request: ChatRequest) -> list[str]:
+    """The types of the content parts of ``request`` that are not text (``image_url``, ...).
+
+    A text-only backend calls this to refuse such a request with a clear error instead of
+    silently sending only the text (a question about an image, without the image, would be
+    answered and scored as if the model had seen it).
+    """
+    return [str(part.get("type", "?")) for message in request.messages
+            if not isinstance(message.content, str)
+            for part in message.content if part.get("type", "text") != "text"]

@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
+from skillgrad.models.base import non_text_parts
 from skillgrad.records import ChatRequest, Completion, Message, Usage
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,13 @@ class CommandModel:
         self.endpoint: str = "command:" + options.argv[0]
 
     def complete(self, request: ChatRequest) -> Completion:
+        parts = non_text_parts(request)
+        if parts:
+            # The program is handed text (stdin, argv, a task file); an image would be lost.
+            raise FatalModelError(
+                f"command backend is text only: the request carries {len(parts)} non-text "
+                f"part(s) ({', '.join(sorted(set(parts)))}) that {self._program} would never "
+                "see; use a vision-capable target (backend: openai_compatible)")
         opts = self._options
         skill = "\n\n".join(m.text() for m in request.messages if m.role == "system")
         task = task_text(request.messages)
@@ -346,6 +354,7 @@ class CommandBackend:
     """Registry entry of the agent-CLI target (``backend: command``)."""
 
     Options = CommandOptions
+    accepts_images = False  # the task reaches the program as text only (see build.py)
 
     @classmethod
     def create(cls, options: CommandOptions, base_dir: Path) -> CommandModel:

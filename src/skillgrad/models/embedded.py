@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillgrad.errors import ConfigError, DataError, FatalModelError
+from skillgrad.models.base import non_text_parts
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
 from skillgrad.records import ChatRequest, Completion, Message, Usage
 
@@ -79,6 +80,14 @@ class EmbeddedModel:
                             verbose=False)
 
     def complete(self, request: ChatRequest) -> Completion:
+        parts = non_text_parts(request)
+        if parts:
+            # Sending only the text would score the model on a question about an image it
+            # never saw; build.py refuses such a config earlier, this guards direct use.
+            raise FatalModelError(
+                f"embedded model has no vision: the request carries {len(parts)} non-text "
+                f"part(s) ({', '.join(sorted(set(parts)))}); use a vision-capable target "
+                "(backend: openai_compatible)")
         o = self.options
         kwargs: dict[str, Any] = {
             "messages": [_message(m) for m in request.messages],
@@ -129,6 +138,7 @@ class EmbeddedBackend:
     """Registry entry of ``backend: embedded``."""
 
     Options = EmbeddedOptions
+    accepts_images = False  # llama.cpp's text models here have no vision (see build.py)
 
     @classmethod
     def create(cls, options: EmbeddedOptions, base_dir: Path) -> EmbeddedModel:

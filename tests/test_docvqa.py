@@ -1,0 +1,444 @@
+"""The docvqa environment: DocVQA's annotation format, document-grouped splits, images sent as
+data URIs (through the real OpenAI SDK to a local server), ANLS scoring with reasons, bad data,
+text-only backends refusing images, and a short training run with scripted models."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import struct
+import sys
+import types
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from skillgrad.build import build_environment, build_trainer
+from skillgrad.config import load_config
+from skillgrad.demo import scripted_optimizer
+from skillgrad.envs.base import EnvCommon
+from skillgrad.envs.docvqa import DocVQAEnvironment, DocVQAOptions, load_docvqa
+from skillgrad.envs.scoring import anls, levenshtein
+from skillgrad.errors import ConfigError, DataError, FatalModelError, ScriptExhausted
+from skillgrad.models.command import CommandBackend, CommandOptions
+from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
+from skillgrad.models.scripted import ScriptedModel
+from skillgrad.models.store import request_key
+from skillgrad.records import ChatRequest, Completion, Message
+from skillgrad.testing import FakeOpenAIServer
+
+COPY_RULE = "Answer with the exact text printed on the page, nothing else."
+ENV_NAME = "skillgrad.envs.docvqa:DocVQAEnvironment"
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def png(width: int, height: int, shade: int) -> bytes:
+    """A valid greyscale PNG (no Pillow needed): signature, IHDR, one IDAT, IEND."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    rows = b"".join(b"\x00" + bytes([(shade + x + y) % 256 for x in range(width)])
+                    for y in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0,
+                                                             0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def record(qid: int, doc: str, page: int, question: str, answers: list[str]) -> dict[str, Any]:
+    return {"questionId": qid, "question": question, "docId": qid // 2 + 1000,
+            "ucsf_document_id": doc, "ucsf_document_page_no": str(page),
+            "image": f"documents/{doc}_p{page}.png", "answers": answers,
+            "question_types": ["form"], "data_split": "val"}
+
+
+def write_set(folder: Path, name: str, n_docs: int, start: int = 0,
+              answers: bool = True) -> Path:
+    """A DocVQA-format annotation file with ``n_docs`` two-page documents, one question per
+    page, and its images under ``documents/``."""
+    (folder / "documents").mkdir(parents=True, exist_ok=True)
+    data = []
+    for d in range(start, start + n_docs):
+        doc = f"d{d:03d}"
+        for page in (1, 2):
+            (folder / "documents" / f"{doc}_p{page}.png").write_bytes(png(6, 4, d * 2 + page))
+            rec = record(d * 10 + page, doc, page, f"What is the total on page {page} of {doc}?",
+                         [f"${d},{page}00", f"{d},{page}00 dollars"])
+            if not answers:
+                del rec["answers"]
+            data.append(rec)
+    path = folder / name
+    path.write_text(json.dumps({"dataset_name": "docvqa", "dataset_split": "val",
+                                "dataset_version": "1.0", "data": data}))
+    return path
+
+
+def parts(message: Message) -> list[dict[str, Any]]:
+    assert isinstance(message.content, list), message.content
+    return message.content
+
+
+def make_env(path: Path, base_dir: Path, **options: Any) -> DocVQAEnvironment:
+    return DocVQAEnvironment.create(EnvCommon(name=ENV_NAME),
+                                    DocVQAOptions(data_path=path, **options), base_dir)
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return write_set(tmp_path / "val", "val_v1.0.json", 10)
+
+
+# ----------------------------------------------------------------------------- ANLS
+
+
+def test_levenshtein() -> None:
+    assert levenshtein("kitten", "sitting") == 3
+    assert levenshtein("", "abc") == levenshtein("abc", "") == 3
+    assert levenshtein("same", "same") == 0
+
+
+def test_anls_exact_near_miss_threshold_and_several_golds() -> None:
+    assert anls("  Denver   BRONCOS ", ["denver broncos"]) == 1.0  # case and spaces ignored
+    assert anls("$1.000", ["$1,000"]) == pytest.approx(1 - 1 / 6)  # one misread character
+    assert anls("banana", ["apple"]) == 0.0  # far off: wrong, not partly right
+    assert anls("ab", ["ac"]) == 0.0  # NL = 0.5 is not below tau
+    assert anls("ab", ["ac"], tau=0.6) == pytest.approx(0.5)
+    assert anls("Dr. Lobo", ["Dear Dr. Lobo", "dr. lobo"]) == 1.0  # best gold counts
+    assert anls("12/15/89", ["12/15/88", "nothing alike"]) == pytest.approx(7 / 8)
+    assert anls("", [""]) == 1.0 and anls("", ["x"]) == 0.0 and anls("x", []) == 0.0
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def test_ratio_split_keeps_documents_together(data: Path, tmp_path: Path) -> None:
+    env = make_env(Path("val/val_v1.0.json"), tmp_path)  # relative to the config folder
+    tasks = {s: env.tasks(s) for s in ("train", "val", "test")}
+    assert sum(len(t) for t in tasks.values()) == 20
+    assert all(tasks.values())
+    docs = {s: {t.group for t in ts} for s, ts in tasks.items()}
+    assert not (docs["train"] & docs["val"] or docs["train"] & docs["test"]
+                or docs["val"] & docs["test"])
+    task = tasks["train"][0]
+    assert task.prompt.startswith("Question: What is the total on page")
+    assert Path(task.metadata["image"]) == data.parent / task.metadata["source"]
+    assert task.group is not None and task.group.startswith("ucsf_document_id:")
+
+
+def test_split_dir_with_the_official_layout(tmp_path: Path) -> None:
+    root = tmp_path / "docvqa"
+    write_set(root / "train", "train_v1.0.json", 4)
+    write_set(root / "val", "val_v1.0.json", 2, start=10)
+    write_set(root / "test", "test_v1.0.json", 2, start=20)
+    env = DocVQAEnvironment.create(
+        EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=Path("docvqa")),
+        DocVQAOptions(), tmp_path)
+    assert [len(env.tasks(s)) for s in ("train", "val", "test")] == [8, 4, 4]
+    assert Path(env.tasks("val")[0].metadata["image"]).parent == root / "val" / "documents"
+
+
+def test_official_test_annotations_without_answers_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "docvqa"
+    write_set(root / "train", "train_v1.0.json", 4)
+    write_set(root / "val", "val_v1.0.json", 2, start=10)
+    write_set(root / "test", "test_v1.0.json", 2, start=20, answers=False)
+    with pytest.raises(DataError, match=r"test_v1\.0\.json: record index 0: no 'answers' "
+                       r"\(the official DocVQA test annotations withhold"):
+        DocVQAEnvironment.create(
+            EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=root), DocVQAOptions(),
+            tmp_path)
+
+
+def test_duplicate_question_ids_across_splits(tmp_path: Path) -> None:
+    root = tmp_path / "docvqa"
+    write_set(root / "train", "train.json", 3)
+    write_set(root / "val", "val.json", 1)  # same ids as train's first document
+    write_set(root / "test", "test.json", 1, start=9)
+    with pytest.raises(DataError, match=r"val\.json: record index 0: questionId '1' duplicates "
+                       r".*train\.json: record index 0"):
+        DocVQAEnvironment.create(
+            EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=root), DocVQAOptions(),
+            tmp_path)
+
+
+def _edit(path: Path, change: Any) -> None:
+    obj = json.loads(path.read_text())
+    change(obj)
+    path.write_text(json.dumps(obj))
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda o: o["data"][1].pop("question"), r"record index 1: key 'question' must be a "
+     r"non-empty string \(missing\)"),
+    (lambda o: o["data"][0].pop("questionId"), r"record index 0: key 'questionId'"),
+    (lambda o: o["data"][0].pop("image"), r"record index 0: key 'image' must be a path"),
+    (lambda o: o["data"][2].update(answers="$1"), r"record index 2: key 'answers' must be a "
+     r"non-empty list"),
+    (lambda o: o["data"][2].update(answers=[]), r"record index 2: key 'answers'"),
+    (lambda o: o["data"][3].update(image="documents/nope.png"),
+     r"record index 3: image 'documents/nope.png' not found"),
+    (lambda o: o["data"][0].update(question_types="form"), r"record index 0: key 'question_types' must be a list"),
+])
+def test_bad_records_name_the_file_and_record(data: Path, change: Any, problem: str) -> None:
+    _edit(data, change)
+    with pytest.raises(DataError, match=f"val_v1.0.json: {problem}"):
+        load_docvqa(data)
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ('{"dataset_name": "docvqa", "questions": []}', "top level is an object with none of"),
+    ('["a", "b"]', "record index 0 is a string"),
+    ("{", "invalid JSON"),
+])
+def test_wrong_top_level_is_one_error_naming_the_file(tmp_path: Path, content: str,
+                                                       problem: str) -> None:
+    path = tmp_path / "ann.json"
+    path.write_text(content)
+    with pytest.raises(DataError, match=f"ann.json: {problem}"):
+        load_docvqa(path)
+
+
+def test_a_file_that_is_not_an_image_is_refused_at_load(data: Path) -> None:
+    (data.parent / "documents" / "d000_p1.png").write_bytes(b"<html>not found</html>")
+    with pytest.raises(DataError, match=r"val_v1.0.json: record index 0: image "
+                       r"'documents/d000_p1.png' is not a PNG, JPEG"):
+        load_docvqa(data)
+
+
+def test_missing_data_path_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="env.data_path is required.*not bundled"):
+        DocVQAEnvironment.create(EnvCommon(name=ENV_NAME), DocVQAOptions(), tmp_path)
+
+
+def test_tiff_without_pillow_is_refused_at_load(data: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (data.parent / "documents" / "d001_p2.png").write_bytes(b"II*\x00" + b"\x00" * 64)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
+    with pytest.raises(DataError, match=r"record index 3: image 'documents/d001_p2.png' is "
+                       r"TIFF, which OpenAI-compatible APIs do not accept; install Pillow"):
+        load_docvqa(data)
+
+
+def test_tiff_is_sent_as_png_when_pillow_is_installed(data: Path, tmp_path: Path) -> None:
+    image_mod = pytest.importorskip("PIL.Image")
+    buf = io.BytesIO()
+    image_mod.new("CMYK", (5, 3)).save(buf, format="TIFF")
+    (data.parent / "documents" / "d000_p1.png").write_bytes(buf.getvalue())
+    env = make_env(data, tmp_path)
+    task = next(t for s in ("train", "val", "test") for t in env.tasks(s) if t.id == "1")
+    model = ScriptedModel(["Answer: $0,100"])
+    assert env.rollout(task, env.initial_skill(), model).hard == 1.0
+    url = parts(model.calls[0].messages[1])[1]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]).startswith(b"\x89PNG")
+
+
+# ----------------------------------------------------------------------------- rollouts
+
+
+def test_rollout_sends_the_image_and_scores_by_anls(data: Path, tmp_path: Path) -> None:
+    env = make_env(data, tmp_path)
+    task = env.tasks("test")[0]
+    gold = task.reference["answers"][0]
+    model = ScriptedModel([f"Answer: {gold}"])
+    right = env.rollout(task, env.initial_skill(), model)
+    assert (right.hard, right.soft, right.reason) == (1.0, 1.0, "")
+    sent = model.calls[0].messages
+    assert sent[0] == Message(role="system", content=env.initial_skill())
+    text, image = parts(sent[1])
+    assert text == {"type": "text", "text": task.prompt}
+    assert image["type"] == "image_url" and "detail" not in image["image_url"]
+    prefix, encoded = image["image_url"]["url"].split(",", 1)
+    assert prefix == "data:image/png;base64"
+    assert base64.b64decode(encoded) == Path(task.metadata["image"]).read_bytes()
+    # The kept trajectory names the image instead of carrying it.
+    kept = json.dumps([m.model_dump() for m in right.messages])
+    assert "base64" not in kept and task.metadata["source"] in right.messages[1].text()
+    assert right.metadata["image"] == task.metadata["source"]
+
+
+def test_wrong_answers_get_reasons_the_optimizer_can_use(data: Path, tmp_path: Path) -> None:
+    env = make_env(data, tmp_path)
+    task = env.tasks("val")[0]
+    gold = task.reference["answers"][0]
+    near = gold.replace(",", ".")
+    miss = env.rollout(task, "", ScriptedModel([near]))
+    assert miss.hard == 0.0 and 0.5 < miss.soft < 1.0
+    assert "near miss: 1 character edit(s)" in miss.reason and repr(gold) in miss.reason
+    assert "hard needs ANLS >= 1" in miss.reason and "[question type: form]" in miss.reason
+    chatty = env.rollout(task, "", ScriptedModel([f"The total shown is {gold}."]))
+    assert chatty.hard == 0.0 and "gold text plus extra words" in chatty.reason
+    far = env.rollout(task, "", ScriptedModel(["Paris"]))
+    assert far.soft == 0.0 and "no gold answer is close" in far.reason
+    cut = env.rollout(task, "", ScriptedModel([Completion(text="The", finish_reason="length")]))
+    assert "cut off at the token limit (max_tokens=64)" in cut.reason
+    lenient = make_env(data, tmp_path, anls_threshold=0.8)
+    assert lenient.rollout(task, "", ScriptedModel([near])).hard == 1.0
+
+
+def test_image_detail_is_sent_and_model_failures_propagate(data: Path, tmp_path: Path) -> None:
+    env = make_env(data, tmp_path, image_detail="low")
+    model = ScriptedModel(["x"])
+    env.rollout(env.tasks("test")[0], "", model)
+    assert parts(model.calls[0].messages[1])[1]["image_url"]["detail"] == "low"
+    with pytest.raises(ScriptExhausted):
+        env.rollout(env.tasks("test")[0], "", ScriptedModel())
+
+
+def test_data_uri_reaches_an_openai_compatible_server(data: Path, tmp_path: Path) -> None:
+    env = make_env(data, tmp_path)
+    task = env.tasks("test")[0]
+    gold = task.reference["answers"][0]
+    with FakeOpenAIServer(responder=lambda body: f"Answer: {gold}") as server:
+        model = OpenAICompatibleBackend.create(
+            OpenAICompatibleOptions(base_url=server.url, model="vision"), tmp_path)
+        try:
+            result = env.rollout(task, env.initial_skill(), model)
+        finally:
+            model.close()
+    assert result.hard == 1.0
+    (body,) = server.requests
+    assert body["messages"][0] == {"role": "system", "content": env.initial_skill()}
+    text, image = body["messages"][1]["content"]
+    assert text == {"type": "text", "text": task.prompt}
+    url = image["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]) == Path(task.metadata["image"]).read_bytes()
+
+
+def test_request_key_covers_the_image(data: Path, tmp_path: Path) -> None:
+    env = make_env(data, tmp_path)
+    requests = []
+    for task in env.tasks("test")[:2]:
+        model = ScriptedModel(["x"])
+        env.rollout(task.model_copy(update={"prompt": "Question: same"}), "", model)
+        requests.append(model.calls[0])
+    again = ChatRequest.model_validate_json(requests[0].model_dump_json())
+    assert again == requests[0]  # list content round-trips through the journal's JSON
+    assert request_key("target", again) == request_key("target", requests[0])
+    assert request_key("target", requests[0]) != request_key("target", requests[1])
+
+
+# ----------------------------------------------------------------------------- text-only backends
+
+
+def _image_request() -> ChatRequest:
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    return ChatRequest(messages=(Message(role="system", content="skill"), Message(
+        role="user", content=[{"type": "text", "text": "Question: q"}, part])))
+
+
+def test_embedded_backend_refuses_images_in_one_line(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+
+    class FakeLlama:  # stands in for llama_cpp.Llama: no weights are loaded
+        def __init__(self, **kwargs: Any) -> None:
+            pass
+
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            calls.append(kwargs)
+            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
+
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    model = EmbeddedBackend.create(EmbeddedOptions(model_path=Path("m.gguf")), tmp_path)
+    with pytest.raises(FatalModelError) as info:
+        model.complete(_image_request())
+    assert str(info.value).startswith("embedded model has no vision: the request carries 1 "
+                                      "non-text part(s) (image_url)")
+    assert "\n" not in str(info.value) and calls == []
+    text_only = ChatRequest(messages=(Message(role="user", content="hello"),))
+    assert model.complete(text_only).text == "ok" and len(calls) == 1
+
+
+def test_command_backend_refuses_images(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    model = CommandBackend.create(CommandOptions(argv=[
+        sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"]), tmp_path)
+    with pytest.raises(FatalModelError, match=r"^command backend is text only: the request "
+                       r"carries 1 non-text part\(s\) \(image_url\)"):
+        model.complete(_image_request())
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("backend", ["embedded", "command"])
+def test_config_with_a_text_only_target_is_refused_before_loading(
+    tmp_path: Path, backend: str
+) -> None:
+    target: dict[str, Any] = {"backend": backend}
+    if backend == "command":
+        target["argv"] = ["agent"]
+    config = {"env": {"name": ENV_NAME, "data_path": "missing.json"},
+              "model": {"target": target}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    # A ConfigError, not the DataError of the missing file: refused before any data is read.
+    with pytest.raises(ConfigError, match=f"model.target.backend '{backend}' has no vision"):
+        build_environment(load_config(tmp_path / "c.yaml"))
+
+
+def test_config_with_a_scripted_target_builds(data: Path, tmp_path: Path) -> None:
+    config = {"env": {"name": ENV_NAME, "data_path": str(data)},
+              "model": {"target": {"backend": "scripted", "default": "x"}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    env = build_environment(load_config(tmp_path / "c.yaml"))
+    assert isinstance(env, DocVQAEnvironment) and len(env.tasks("train")) > 0
+
+
+# ----------------------------------------------------------------------------- a training run
+
+ORACLE: dict[str, list[str]] = {}
+
+
+def docvqa_target(request: ChatRequest) -> str:
+    """Reads the page only when it was sent; copies the text exactly only when the skill says
+    so, otherwise answers in a sentence (ANLS then scores it wrong)."""
+    skill = request.messages[0].text()
+    user = request.messages[1]
+    images = [] if isinstance(user.content, str) else [
+        p for p in user.content if p.get("type") == "image_url"
+        and p["image_url"]["url"].startswith("data:image/png;base64,")]
+    if not images:
+        return "I cannot see any document."
+    gold = ORACLE[user.text()][0]
+    return f"Answer: {gold}" if COPY_RULE in skill else f"The document says the total is {gold}."
+
+
+def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    if COPY_RULE in skill or not re.search(r"plus extra words", tasks):
+        return {"reasoning": "nothing to add", "edits": []}
+    return {"reasoning": "answers are sentences; ANLS compares the whole string",
+            "edits": [{"op": "append", "content": COPY_RULE, "support": 4}]}
+
+
+docvqa_optimizer = scripted_optimizer(_propose)
+
+
+def test_one_epoch_of_training_learns_to_copy_the_answer(tmp_path: Path) -> None:
+    path = write_set(tmp_path / "val", "val_v1.0.json", 30)
+    env = make_env(path, tmp_path)
+    ORACLE.update({t.prompt: t.reference["answers"] for s in ("train", "val", "test")
+                   for t in env.tasks(s)})
+    config = {
+        "env": {"name": ENV_NAME, "data_path": "val/val_v1.0.json"},
+        "model": {"target": {"backend": "scripted", "function": "test_docvqa:docvqa_target"},
+                  "optimizer": {"backend": "scripted",
+                                "function": "test_docvqa:docvqa_optimizer"}},
+        "train": {"num_epochs": 1, "batch_size": 8, "steps_per_epoch": 2},
+        "gradient": {"minibatch_size": 8, "failure_only": True},
+        "evaluation": {"sel_env_num": 12, "test_env_num": 12},
+        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
+    assert summary["test"]["initial"]["hard"] == 0.0
+    assert summary["test"]["best"]["hard"] == 1.0
+    assert COPY_RULE in (tmp_path / "run" / "best_skill.md").read_text()
