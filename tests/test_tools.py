@@ -67,6 +67,24 @@ def test_agent_mistakes_are_observations_not_crashes(action: str, problem: str) 
     assert problem in model.calls[1].messages[-1].text()
 
 
+@pytest.mark.parametrize(
+    ("action", "arguments"),
+    [('ACTION: search("heron")', {"query": "heron"}),
+     ("ACTION: search (query='heron')", {"query": "heron"})],
+)
+def test_arguments_written_as_a_call_are_understood(action: str, arguments: dict) -> None:
+    model = ScriptedModel([action, "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    assert episode.actions[0].arguments == arguments and episode.actions[0].ok
+
+
+@pytest.mark.parametrize("action", ['ACTION: search("a", "b")', "ACTION: search(open('x'))",
+                                    "ACTION: search(**kw)"])
+def test_calls_that_are_not_plain_literals_are_mistakes(action: str) -> None:
+    episode = run_episode(ScriptedModel([action, "ANSWER: x"]), SKILL, "q", [SEARCH])
+    assert not episode.actions[0].ok and "not valid JSON" in episode.actions[0].observation
+
+
 def test_the_turn_limit_ends_an_episode_without_answer() -> None:
     model = ScriptedModel(default='ACTION: search {"query": "heron"}')
     episode = run_episode(model, SKILL, "q", [SEARCH], max_turns=3)

@@ -19,6 +19,7 @@ the episode goes on. Only a model failure (:class:`~skillgrad.errors.ModelError`
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -190,8 +191,10 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
         try:
             arguments = json.loads(raw_arguments)
         except json.JSONDecodeError as exc:
-            return Action(name, {}, f"error: the arguments are not valid JSON ({exc.msg}); "
-                          f"write them as a JSON object", ok=False)
+            arguments = _call_arguments(tool, raw_arguments)
+            if arguments is None:
+                return Action(name, {}, f"error: the arguments are not valid JSON ({exc.msg});"
+                              f" write them as a JSON object", ok=False)
     if not isinstance(arguments, dict):
         return Action(name, {}, "error: the arguments must be a JSON object", ok=False)
     allowed = set(tool.parameters.get("properties", {}))
@@ -206,3 +209,27 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
         return Action(name, arguments, tool.run(**arguments), ok=True)
     except ToolError as exc:
         return Action(name, arguments, f"error: {exc}", ok=False)
+
+
+def _call_arguments(tool: Tool, raw: str) -> dict[str, Any] | None:
+    """Arguments written as a function call, ``("doc-3", 2)`` or ``(doc="doc-3")``, which
+    small models often produce: positional values map to the schema's properties in order.
+    Only literals are accepted (``ast.literal_eval``); anything else is None (not a call)."""
+    text = raw.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    try:
+        call = ast.parse(f"f{text}", mode="eval").body
+        if not isinstance(call, ast.Call):
+            return None
+        names = list(tool.parameters.get("properties", {}))
+        if len(call.args) > len(names):
+            return None
+        arguments = {names[i]: ast.literal_eval(a) for i, a in enumerate(call.args)}
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                return None
+            arguments[keyword.arg] = ast.literal_eval(keyword.value)
+    except (SyntaxError, ValueError, TypeError):
+        return None
+    return arguments
