@@ -42,8 +42,10 @@ def main() -> None:
         results = rollout(env, tasks, skill, model)
         s = score(results, "test", label)
         turns = sum(r.turns for r in results) / len(results)
-        table.add_row(label, f"{s.hard:.3f}", f"{s.soft:.3f}", f"{turns:.2f}",
-                      f"{time.perf_counter() - started:.0f}")
+        row = (label, f"{s.hard:.3f}", f"{s.soft:.3f}", f"{turns:.2f}",
+               f"{time.perf_counter() - started:.0f}")
+        print("  ".join(row), flush=True)  # a long run shows each row as soon as it is done
+        table.add_row(*row)
     Console(width=120).print(table)
 
 
