@@ -28,12 +28,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, require_nonempty, resolve_path, split_by_ratio
+from skillgrad.envs.data import require_nonempty, resolve_path, split_by_ratio
 from skillgrad.envs.doc_qa.corpus import Document, DocumentIndex, sections_from_text
-from skillgrad.envs.doc_qa.rollout import DocToolOptions, doc_rollout
+from skillgrad.envs.doc_qa.rollout import DocToolEnvironment, DocToolOptions
 from skillgrad.errors import ConfigError, DataError
-from skillgrad.models.base import ChatModel
-from skillgrad.records import RolloutResult, Task
+from skillgrad.records import Task
 
 DOC_SUFFIXES = (".txt", ".md", ".markdown")
 _MONTHS = {m: i for i, m in enumerate(
@@ -130,18 +129,10 @@ def load_document(path: Path, chunk_chars: int) -> Document:
                     tuple(sections), kind="parsed document")
 
 
-class OfficeQAEnvironment(SplitTasksMixin):
+class OfficeQAEnvironment(DocToolEnvironment):
     """OfficeQA through search / open / read tools; built from config with :meth:`create`."""
 
-    DEFAULT_SKILL = "doc_qa_skill.md"
     Options: ClassVar[type[EnvOptions]] = OfficeQAOptions
-
-    def __init__(self, splits: dict[Split, list[Task]], index: DocumentIndex,
-                 options: DocToolOptions, skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.index = index
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> OfficeQAEnvironment:
@@ -184,9 +175,6 @@ class OfficeQAEnvironment(SplitTasksMixin):
                               list_sections=options.list_sections)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, index, options, skill)
-
-    def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-        return doc_rollout(task, skill, model, self.index, self.options)
 
 
 def _split_sources(common: EnvCommon, options: OfficeQAOptions, base_dir: Path

@@ -28,7 +28,6 @@ from pydantic import Field, model_validator
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
 from skillgrad.envs.data import (
-    SplitTasksMixin,
     load_splits,
     require_nonempty,
     resolve_path,
@@ -36,10 +35,9 @@ from skillgrad.envs.data import (
 )
 from skillgrad.envs.doc_qa.corpus import Document, DocumentIndex, Section
 from skillgrad.envs.doc_qa.reports import generate_reports
-from skillgrad.envs.doc_qa.rollout import DocToolOptions, doc_rollout
+from skillgrad.envs.doc_qa.rollout import DocToolEnvironment, DocToolOptions
 from skillgrad.errors import ConfigError, DataError
-from skillgrad.models.base import ChatModel
-from skillgrad.records import RolloutResult, Task
+from skillgrad.records import Task
 
 BUNDLED = "squad_shifts_docs.json"
 Part = Literal["nyt", "amazon", "reports"]
@@ -124,18 +122,10 @@ def _task(path: Path, index: int, raw: Any, docs: dict[str, Document]) -> Task:
                            "sections": {doc_id: sections} if sections else {}})
 
 
-class DocQAEnvironment(SplitTasksMixin):
+class DocQAEnvironment(DocToolEnvironment):
     """Document QA with search / open / read tools; built from config with :meth:`create`."""
 
-    DEFAULT_SKILL = "doc_qa_skill.md"
     Options: ClassVar[type[EnvOptions]] = DocQAOptions
-
-    def __init__(self, splits: dict[Split, list[Task]], index: DocumentIndex,
-                 options: DocToolOptions, skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.index = index
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> DocQAEnvironment:
@@ -164,9 +154,6 @@ class DocQAEnvironment(SplitTasksMixin):
                               list_sections=options.list_sections)
         skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
         return cls(splits, index, options, skill)
-
-    def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-        return doc_rollout(task, skill, model, self.index, self.options)
 
 
 def _builtin_splits(common: EnvCommon, options: DocQAOptions

@@ -15,11 +15,13 @@ hold the answer) and ``sections`` (``{doc id: [section numbers]}``, empty when u
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import EnvOptions
+from skillgrad.envs.base import EnvOptions, Split
+from skillgrad.envs.data import SplitTasksMixin
 from skillgrad.envs.doc_qa.answers import Verdict, score_answer
 from skillgrad.envs.doc_qa.corpus import DocumentIndex
 from skillgrad.envs.scoring import extract_final_answer
@@ -42,6 +44,23 @@ class DocToolOptions(EnvOptions):
     temperature: float = Field(0.0, ge=0.0)
     tolerance: float = Field(0.001, ge=0.0, le=0.5,
                              description="relative tolerance when the gold is a number")
+
+
+class DocToolEnvironment(SplitTasksMixin):
+    """What ``doc_qa`` and ``officeqa`` share once their data is loaded: the splits, the
+    document index, the shipped skill and the rollout; each adds only its ``create``."""
+
+    DEFAULT_SKILL = "doc_qa_skill.md"
+
+    def __init__(self, splits: dict[Split, list[Task]], index: DocumentIndex,
+                 options: DocToolOptions, skill_path: Path | None = None) -> None:
+        self._splits = splits
+        self.index = index
+        self.options = options
+        self.skill_path = skill_path
+
+    def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
+        return doc_rollout(task, skill, model, self.index, self.options)
 
 
 def doc_rollout(task: Task, skill: str, model: ChatModel, index: DocumentIndex,

@@ -116,7 +116,8 @@ def evaluate_formulas(path: Path, cells: Mapping[str, tuple[str, str]]) -> dict[
         model = formulas.ExcelModel().loads(str(path)).finish()
         try:  # only what the targets depend on: real workbooks can be large
             solution = model.calculate(outputs=sorted(set(names.values())))
-        except Exception:  # noqa: BLE001 - an output name it does not know: compute everything
+        except Exception as exc:  # noqa: BLE001 - an output name it does not know: compute all
+            logger.debug("targeted recalculation of %s failed (%r); recalculating all", path, exc)
             solution = {}
         if not {n.upper() for n in names.values()} <= {str(k).upper() for k in solution}:
             solution = model.calculate()
