@@ -264,8 +264,18 @@ def test_min_learning_rate_above_learning_rate(tmp_path: Path) -> None:
     assert message.startswith(str(path))  # not "defaults": the file set these keys
 
 
-def test_not_yet_available_features_are_rejected(minimal: Path) -> None:
-    assert "not available" in error_of(minimal, ["optimizer.use_slow_update=true"])
+def test_inconsistent_training_options_are_rejected(minimal: Path) -> None:
+    full = ["optimizer.skill_update_mode=full_rewrite_minibatch"]
+    assert "lr_control_mode applies" in error_of(
+        minimal, [*full, "optimizer.lr_control_mode=autonomous"])
+    assert "use_skill_aware_reflection works with" in error_of(
+        minimal, [*full, "optimizer.use_skill_aware_reflection=true"])
+    assert "lr_ceiling is only used" in error_of(minimal, ["optimizer.lr_ceiling=3"])
+    assert "need use_gate: true" in error_of(
+        minimal, ["evaluation.use_gate=false", "evaluation.gate_test=sign"])
+    message = error_of(minimal, ["optimizer.longitudinal_pair_policy=all"])
+    assert "optimizer.longitudinal_pair_policy" in message and "'mixed'" in message
+    assert "train.accumulation" in error_of(minimal, ["train.accumulation=0"])
 
 
 # ----------------------------------------------------------------------------- overrides

@@ -13,12 +13,24 @@ NAMES = sorted(
 )
 
 # What the stages pass in; a template losing or gaining a placeholder shows up here.
+ANALYST = {"skill", "meta", "rejected", "count", "trajectories", "max_edits", "constraints",
+           "aware", "aware_reply"}
 EXPECTED = {
-    "analyst_failure": {"skill", "rejected", "count", "trajectories", "max_edits"},
-    "analyst_success": {"skill", "rejected", "count", "trajectories", "max_edits"},
-    "merge": {"kind", "skill", "proposals", "max_edits"},
-    "merge_final": {"skill", "failure", "success", "max_edits"},
-    "rank": {"budget", "count", "skill", "rejected", "edits"},
+    "analyst_failure": ANALYST,
+    "analyst_success": ANALYST,
+    "suggest_failure": ANALYST,
+    "suggest_success": ANALYST,
+    "merge": {"kind", "skill", "meta", "proposals", "max_edits"},
+    "merge_final": {"skill", "meta", "failure", "success", "max_edits"},
+    "rank": {"budget", "count", "skill", "meta", "rejected", "edits", "kind"},
+    "learning_rate": {"kind", "schedule_budget", "ceiling", "skill", "meta", "rejected",
+                      "history", "count", "edits"},
+    "rewrite": {"skill", "meta", "suggestions", "constraints"},
+    "rewrite_minibatch": {"skill", "meta", "rejected", "count", "trajectories", "constraints"},
+    "slow_update": {"previous", "skill", "meta", "counts", "shown", "pairs", "constraints"},
+    "meta_skill": {"meta", "history", "counts", "pairs"},
+    "consolidate": {"count", "limit", "skill", "reminders"},
+    "skill_aware": set(),
 }
 
 
@@ -43,7 +55,8 @@ def test_every_template_renders(name: str) -> None:
 
 def test_missing_value_raises() -> None:
     with pytest.raises(KeyError, match=r"missing \['trajectories'\]"):
-        prompts.render("analyst_failure", skill="s", rejected="", count="1", max_edits="2")
+        prompts.render("analyst_failure", skill="s", meta="", rejected="", count="1",
+                       max_edits="2", constraints="", aware="", aware_reply="")
 
 
 def test_unused_value_raises() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillgrad.gate import decide
+from skillgrad.gate import GateRule, decide
 from skillgrad.records import EvalScore
 from skillgrad.schedule import edit_budget
 
@@ -71,7 +71,7 @@ def score(hard: float, soft: float | None = None) -> EvalScore:
 
 
 def test_better_than_best_is_new_best() -> None:
-    d = decide(score(0.7), score(0.5), score(0.6), metric="hard")
+    d = decide(score(0.7), score(0.5), score(0.6), GateRule(metric="hard"))
     assert d.decision == "accept_new_best"
     assert (d.candidate, d.current, d.best) == (0.7, 0.5, 0.6)
     assert d.gated is True
@@ -79,35 +79,35 @@ def test_better_than_best_is_new_best() -> None:
 
 
 def test_better_than_current_only_is_accept() -> None:
-    d = decide(score(0.55), score(0.5), score(0.6), metric="hard")
+    d = decide(score(0.55), score(0.5), score(0.6), GateRule(metric="hard"))
     assert d.decision == "accept"
     assert "current" in d.reason
 
 
 def test_worse_is_rejected() -> None:
-    d = decide(score(0.4), score(0.5), score(0.6), metric="hard")
+    d = decide(score(0.4), score(0.5), score(0.6), GateRule(metric="hard"))
     assert d.decision == "reject"
 
 
 def test_ties_are_rejected() -> None:
-    d = decide(score(0.5), score(0.5), score(0.5), metric="hard")
+    d = decide(score(0.5), score(0.5), score(0.5), GateRule(metric="hard"))
     assert d.decision == "reject"
 
 
 def test_tie_with_best_but_above_current_is_plain_accept() -> None:
-    d = decide(score(0.6), score(0.5), score(0.6), metric="hard")
+    d = decide(score(0.6), score(0.5), score(0.6), GateRule(metric="hard"))
     assert d.decision == "accept"
 
 
 def test_gate_off_adopts_a_worse_candidate_and_says_so() -> None:
-    d = decide(score(0.4), score(0.5), score(0.6), metric="hard", use_gate=False)
+    d = decide(score(0.4), score(0.5), score(0.6), GateRule(metric="hard", use_gate=False))
     assert d.decision == "accept"
     assert d.gated is False
     assert "gate off" in d.reason
 
 
 def test_gate_off_still_reports_a_new_best() -> None:
-    d = decide(score(0.9), score(0.5), score(0.6), metric="hard", use_gate=False)
+    d = decide(score(0.9), score(0.5), score(0.6), GateRule(metric="hard", use_gate=False))
     assert d.decision == "accept_new_best"
     assert d.gated is False
 
@@ -115,24 +115,24 @@ def test_gate_off_still_reports_a_new_best() -> None:
 def test_soft_metric_is_used() -> None:
     # Worse on hard, better on soft: the metric decides.
     cand, cur = score(0.1, 0.9), score(0.5, 0.5)
-    assert decide(cand, cur, cur, metric="soft").decision == "accept_new_best"
-    assert decide(cand, cur, cur, metric="hard").decision == "reject"
+    assert decide(cand, cur, cur, GateRule(metric="soft")).decision == "accept_new_best"
+    assert decide(cand, cur, cur, GateRule(metric="hard")).decision == "reject"
 
 
 def test_mixed_metric_weights_hard_and_soft() -> None:
     cand = score(0.5, 1.0)
     cur = score(0.7, 0.7)
     # weight 0.25: 0.75*0.5 + 0.25*1.0 = 0.625 < 0.7
-    d = decide(cand, cur, cur, metric="mixed", mixed_weight=0.25)
+    d = decide(cand, cur, cur, GateRule(metric="mixed", mixed_weight=0.25))
     assert d.decision == "reject"
     assert d.candidate == pytest.approx(0.625)
     assert d.current == pytest.approx(0.7)
     # weight 0.75: 0.25*0.5 + 0.75*1.0 = 0.875 > 0.7
-    d = decide(cand, cur, cur, metric="mixed", mixed_weight=0.75)
+    d = decide(cand, cur, cur, GateRule(metric="mixed", mixed_weight=0.75))
     assert d.decision == "accept_new_best"
     assert d.candidate == pytest.approx(0.875)
 
 
 def test_unknown_metric_raises() -> None:
     with pytest.raises(ValueError, match="unknown metric"):
-        decide(score(0.5), score(0.5), score(0.5), metric="f1")
+        decide(score(0.5), score(0.5), score(0.5), GateRule(metric="f1"))

@@ -8,7 +8,7 @@ from skillgrad.aggregate import MergeSettings, aggregate
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.records import ChatRequest, Edit, Message, Patch, RejectedStep, RolloutResult
 from skillgrad.reflect import ReflectSettings, clip_middle, minibatches, reflect
-from skillgrad.selection import select
+from skillgrad.selection import SelectSettings, select
 
 SKILL = "# Skill\n\nBe brief.\n"
 
@@ -125,14 +125,14 @@ def test_select_without_ranking_when_the_budget_fits() -> None:
     model = ScriptedModel()
     merged = Patch(source="merged", edits=(Edit(op="append", content="a", support=1),
                                            Edit(op="append", content="b", support=3)))
-    sel = select(merged, 2, SKILL, model)
+    sel = select(merged.edits, 2, SKILL, model, SelectSettings())
     assert not model.calls and [e.content for e in sel.kept] == ["b", "a"]
 
 
 def test_select_ranks_and_cuts_to_the_budget() -> None:
     model = ScriptedModel([{"reasoning": "c first", "order": [3, 99, 3, 1]}])
     edits = tuple(Edit(op="append", content=c, support=s) for c, s in (("a", 1), ("b", 5), ("c", 2)))
-    sel = select(Patch(source="merged", edits=edits), 2, SKILL, model)
+    sel = select(edits, 2, SKILL, model, SelectSettings())
     assert [e.content for e in sel.ranked] == ["c", "a", "b"]  # invalid and repeated ignored
     assert [e.content for e in sel.kept] == ["c", "a"]
     assert sel.budget == 2 and sel.error is None
@@ -141,6 +141,6 @@ def test_select_ranks_and_cuts_to_the_budget() -> None:
 def test_select_falls_back_to_support_order_and_records_why() -> None:
     model = ScriptedModel(default="not json")
     edits = tuple(Edit(op="append", content=c, support=s) for c, s in (("a", 1), ("b", 5), ("c", 2)))
-    sel = select(Patch(source="merged", edits=edits), 1, SKILL, model)
+    sel = select(edits, 1, SKILL, model, SelectSettings())
     assert [e.content for e in sel.kept] == ["b"]
     assert sel.error and "support" in sel.error and sel.raw == "not json"

@@ -23,6 +23,7 @@ class MergeSettings:
     max_edits: int = 8
     max_tokens: int | None = None
     temperature: float | None = None
+    meta: str = ""
 
 
 @dataclass
@@ -49,7 +50,7 @@ def aggregate(
         assert only is not None
         return Aggregation(only.model_copy(update={"source": "merged"}), levels)
     text = prompts.render(
-        "merge_final", skill=skill, failure=render_edits(failure.edits),
+        "merge_final", skill=skill, meta=settings.meta, failure=render_edits(failure.edits),
         success=render_edits(success.edits), max_edits=str(settings.max_edits),
     )
     final = _ask_merge(text, [failure, success], skill, model, settings)
@@ -75,7 +76,8 @@ def _merge_family(
                 f"### Proposal {n}\nreasoning: {p.reasoning}\n{render_edits(p.edits)}"
                 for n, p in enumerate(group, 1)
             )
-            text = prompts.render("merge", kind=kind, skill=skill, proposals=proposals,
+            text = prompts.render("merge", kind=kind, skill=skill, meta=settings.meta,
+                                  proposals=proposals,
                                   max_edits=str(settings.max_edits))
             return _ask_merge(text, group, skill, model, settings)
 

@@ -21,7 +21,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -42,7 +41,9 @@ class TrainSection(Section):
     steps_per_epoch: int | None = Field(None, ge=1, description="default: ceil(train / batch)")
     train_size: int | None = Field(None, ge=1, description="use only the first N train tasks")
     seed: int = 42
-    accumulation: int = Field(1, ge=1, le=1, description="batches per update (1 for now)")
+    accumulation: int = Field(
+        1, ge=1, description="rollout + reflect batches gathered before one aggregate and update"
+    )
 
 
 class GradientSection(Section):
@@ -57,39 +58,80 @@ class OptimizerSection(Section):
     learning_rate: int = Field(4, ge=1, description="edit budget at the first step")
     min_learning_rate: int = Field(2, ge=0, description="edit budget at the last step")
     lr_scheduler: Literal["constant", "linear", "cosine"] = "cosine"
-    lr_control_mode: Literal["fixed"] = "fixed"
-    skill_update_mode: Literal["patch"] = "patch"
+    lr_control_mode: Literal["fixed", "autonomous", "none"] = Field(
+        "fixed", description="fixed: the schedule's budget; autonomous: the optimizer decides "
+        "how many ranked edits to apply, up to lr_ceiling; none: apply every merged edit")
+    lr_ceiling: int | None = Field(None, ge=1, description="autonomous: most edits per step "
+                                   "(default: learning_rate)")
+    skill_update_mode: Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"] = (
+        "patch")
     max_tokens: int = Field(2048, ge=64, description="completion limit of optimizer calls")
+    rewrite_max_tokens: int | None = Field(
+        None, ge=64, description="completion limit of whole-document rewrites (default: "
+        "max_tokens)")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     fuzzy_threshold: float = Field(0.82, gt=0.0, le=1.0)
+    use_rejected_buffer: bool = Field(True, description="show edits the gate rejected this epoch "
+                                      "to later optimizer calls")
+    max_skill_tokens: int | None = Field(
+        None, ge=16, description="cap on the skill's estimated tokens; a bigger candidate is "
+        "refused before the gate")
     use_slow_update: bool = False
+    slow_update_samples: int = Field(8, ge=1, description="training tasks compared per epoch")
+    longitudinal_pair_policy: Literal["mixed", "changed", "unchanged"] = "mixed"
     use_meta_skill: bool = False
     use_skill_aware_reflection: bool = False
-
-    @field_validator("use_slow_update", "use_meta_skill", "use_skill_aware_reflection")
-    @classmethod
-    def _not_yet(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("not available in this version of skillgrad; set it to false")
-        return value
+    skill_aware_appendix_source: Literal["both", "failure_only"] = "both"
+    skill_aware_consolidate_threshold: int = Field(
+        8, ge=2, description="reminders in the appendix before one call consolidates them")
 
     @model_validator(mode="after")
-    def _min_le_max(self) -> OptimizerSection:
+    def _consistent(self) -> OptimizerSection:
         if self.min_learning_rate > self.learning_rate:
             raise ValueError(
                 f"min_learning_rate ({self.min_learning_rate}) must not exceed "
                 f"learning_rate ({self.learning_rate})"
             )
+        if self.skill_update_mode == "full_rewrite_minibatch":
+            if self.lr_control_mode != "fixed":
+                raise ValueError("lr_control_mode applies to the patch and "
+                                 "rewrite_from_suggestions modes; full_rewrite_minibatch "
+                                 "proposes whole documents (set lr_control_mode: fixed)")
+            if self.use_skill_aware_reflection:
+                raise ValueError("use_skill_aware_reflection works with skill_update_mode "
+                                 "patch or rewrite_from_suggestions, not full_rewrite_minibatch")
+        if self.lr_ceiling is not None and self.lr_control_mode != "autonomous":
+            raise ValueError("lr_ceiling is only used with lr_control_mode: autonomous")
         return self
+
+    @property
+    def ceiling(self) -> int:
+        return self.lr_ceiling if self.lr_ceiling is not None else self.learning_rate
 
 
 class EvaluationSection(Section):
     use_gate: bool = True
     gate_metric: Literal["hard", "soft", "mixed"] = "hard"
     gate_mixed_weight: float = Field(0.5, ge=0.0, le=1.0)
+    gate_test: Literal["none", "sign", "bootstrap"] = Field(
+        "none", description="honest gate: the paired per-task improvement must pass this test")
+    gate_alpha: float = Field(0.05, gt=0.0, lt=1.0, description="significance level of gate_test")
+    gate_min_margin: float | None = Field(
+        None, gt=0.0, description="accept when the mean improvement reaches this margin "
+        "(alone, or as an alternative to gate_test)")
+    gate_bootstrap_samples: int = Field(2000, ge=100)
+    density_bonus_weight: float = Field(
+        0.0, ge=0.0, description="gate bonus per unit share of directive words (MUST, ALWAYS, "
+        "NEVER, VERIFY, ...) outside protected blocks; 0 = off")
     sel_env_num: int | None = Field(None, ge=1, description="cap on selection tasks")
     test_env_num: int | None = Field(None, ge=1, description="cap on test tasks")
     eval_test: bool = True
+
+    @model_validator(mode="after")
+    def _honest_needs_gate(self) -> EvaluationSection:
+        if not self.use_gate and (self.gate_test != "none" or self.gate_min_margin is not None):
+            raise ValueError("gate_test and gate_min_margin need use_gate: true")
+        return self
 
 
 class RoleSection(BaseModel):

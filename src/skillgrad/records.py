@@ -128,12 +128,33 @@ class Edit(Record):
     rationale: str = ""
 
 
+SuggestionType = Literal["add_rule", "remove_rule", "merge_rules", "reorganize", "compress",
+                         "clarify"]
+
+
+class Suggestion(Record):
+    """A typed revision suggestion (``rewrite_from_suggestions`` mode): what to change in the
+    document, not the exact text; one rewrite call later carries out the ranked ones."""
+
+    type: SuggestionType
+    description: str
+    support: int = 1
+    rationale: str = ""
+
+
 class Patch(Record):
-    """An analyst's or a merge's proposal. ``error`` and ``raw`` are kept when parsing failed."""
+    """An analyst's or a merge's proposal. ``error`` and ``raw`` are kept when parsing failed.
+
+    ``reminders`` are short execution reminders for the protected appendix (skill-aware
+    reflection); ``suggestions`` replace ``edits`` in ``rewrite_from_suggestions`` mode;
+    ``document`` is a whole proposed skill in ``full_rewrite_minibatch`` mode."""
 
     source: Literal["failure", "success", "merged"]
     reasoning: str = ""
     edits: tuple[Edit, ...] = ()
+    reminders: tuple[str, ...] = ()
+    suggestions: tuple[Suggestion, ...] = ()
+    document: str | None = None
     error: str | None = None
     raw: str | None = None
     minibatch: int | None = None
@@ -163,15 +184,30 @@ class ApplyReport(Record):
         return bool(self.outcomes) and self.n_applied == 0
 
 
+class RateDecision(Record):
+    """How many ranked items a step applies and why (the learning-rate controller's output)."""
+
+    mode: Literal["fixed", "autonomous", "none"]
+    schedule_budget: int
+    applied: int
+    ceiling: int | None = None
+    confidence: float | None = None
+    reasoning: str = ""
+    error: str | None = None
+
+
 class Selection(Record):
-    """Ranked edits cut to the step's budget (the clipped, learning-rate-scaled gradient)."""
+    """Ranked items cut to the step's budget (the clipped, learning-rate-scaled gradient).
+
+    The items are edits, or suggestions in ``rewrite_from_suggestions`` mode."""
 
     budget: int
-    ranked: tuple[Edit, ...] = ()
-    kept: tuple[Edit, ...] = ()
+    ranked: tuple[Edit | Suggestion, ...] = ()
+    kept: tuple[Edit | Suggestion, ...] = ()
     reasoning: str = ""
     error: str | None = None
     raw: str | None = None
+    rate: RateDecision | None = None
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -197,10 +233,14 @@ class EvalScore(Record):
         raise ValueError(f"unknown metric {name!r}")
 
 
-Decision = Literal["accept_new_best", "accept", "reject", "skip"]
+Decision = Literal["accept_new_best", "accept", "reject", "refused", "skip"]
 
 
 class GateDecision(Record):
+    """``refused``: the candidate was invalid (over the size cap, a broken rewrite) and was
+    never rolled out; ``skip``: there was no candidate. ``p_value`` and ``mean_gain`` come from
+    the honest gate's paired comparison with the current skill."""
+
     decision: Decision
     metric: str
     candidate: float | None = None
@@ -208,6 +248,10 @@ class GateDecision(Record):
     best: float | None = None
     gated: bool = True
     reason: str = ""
+    rule: str = ""
+    p_value: float | None = None
+    mean_gain: float | None = None
+    bonus: float | None = None
 
 
 class StepRecord(Record):
@@ -232,11 +276,41 @@ class StepRecord(Record):
     current_score: float | None
     best_score: float | None
     seconds: float
+    n_reminders: int = 0
+    rate: RateDecision | None = None
+    reason: str = ""
+    changes: tuple[str, ...] = ()
 
 
 class RejectedStep(Record):
-    """Edits the gate rejected and the score change they caused (shown to later reflection)."""
+    """What the gate rejected (or refused before rolling it out) and the score change it
+    caused, shown to later optimizer calls so they do not propose it again."""
 
     global_step: int
-    edits: tuple[Edit, ...]
-    delta: float
+    edits: tuple[Edit | Suggestion, ...] = ()
+    delta: float | None = None
+    reminders: tuple[str, ...] = ()
+    note: str = ""
+
+
+class PairCounts(Record):
+    improved: int = 0
+    regressed: int = 0
+    persistent_failure: int = 0
+    stable_success: int = 0
+
+
+class EpochUpdate(Record):
+    """The epoch-level work done before ``epoch`` started: the longitudinal comparison of the
+    previous and the current epoch's skill, the meta skill and the gated slow update."""
+
+    epoch: int
+    previous_hash: str
+    current_hash: str
+    tasks: tuple[str, ...]
+    pairs: PairCounts
+    meta_skill_updated: bool = False
+    slow_update: GateDecision | None = None
+    guidance: str = ""
+    error: str | None = None
+    seconds: float = 0.0

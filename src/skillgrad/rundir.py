@@ -12,6 +12,8 @@ Layout::
       init/  final/        evaluation scopes: rollouts and model calls
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
                            apply report, gate decision, model calls (calls.jsonl)
+      epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
+      meta_skill.md        the optimizer's notes (never shown to the target)
       evals/<split>-<hash>/rollouts.jsonl
       summary.json
 
@@ -21,6 +23,7 @@ killed at any instant leaves either the old or the new version, never half of on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -53,6 +56,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(dataclasses.asdict(obj))
     if isinstance(obj, (list, tuple)):
         return [_jsonable(o) for o in obj]
     if isinstance(obj, dict):
@@ -108,6 +113,14 @@ class RunDir:
     def step_dir(self, epoch: int, step: int) -> Path:
         """The folder of 1-based ``step`` of 1-based ``epoch``."""
         return self.root / "steps" / f"e{epoch:02d}-s{step:03d}"
+
+    def epoch_dir(self, epoch: int) -> Path:
+        """The folder of the work done before 1-based ``epoch`` started."""
+        return self.root / "epochs" / f"e{epoch:02d}"
+
+    @property
+    def meta_skill_path(self) -> Path:
+        return self.root / "meta_skill.md"
 
     def scope_dir(self, name: str) -> Path:
         return self.root / name

@@ -30,6 +30,7 @@ __all__ = [
     "get_block",
     "neutralise_markers",
     "editable_lines",
+    "estimate_tokens",
     "protected_spans",
     "read_skill_file",
     "remove_span",
@@ -43,6 +44,9 @@ _MARKER_RE = re.compile(r"<!--\s*([A-Za-z][A-Za-z0-9_]*)_(START|END)\s*-->", re.
 _LOOKALIKE_RE = re.compile(r"<!--\s*([\w\s-]*?[_\s-](?:START|END))\s*-->", re.IGNORECASE)
 _NAME_RE = re.compile(r"[A-Z][A-Z0-9_]*")
 _LIST_NUMBER_RE = re.compile(r"^\s*\d+[.)]")
+# Words (split into pieces of at most 6 characters) and single punctuation marks: close to, and
+# usually a little above, what BPE tokenizers of current chat models count for English.
+_TOKEN_RE = re.compile(r"[^\W_]{1,6}|[^\w\s]|_")
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,13 @@ def remove_span(text: str, start: int, end: int) -> str:
         return left.rstrip("\n") + "\n"
     newlines = len(left) - len(left.rstrip("\n")) + len(right) - len(right.lstrip("\n"))
     return left.rstrip("\n") + "\n" * min(newlines, 2) + right.lstrip("\n")
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate of ``text``'s length in tokens (the skill-size cap's unit).
+
+    It is the same for every backend, so a cap means the same thing whichever model serves."""
+    return len(_TOKEN_RE.findall(text))
 
 
 def read_skill_file(path: Path) -> str:

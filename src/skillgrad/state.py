@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillgrad.records import EvalScore, RejectedStep, StepRecord, Task
+from skillgrad.records import EpochUpdate, EvalScore, RejectedStep, StepRecord, Task
 from skillgrad.rundir import SCHEMA_VERSION
 
 
@@ -36,6 +36,13 @@ class TrainerState(BaseModel):
     scores: dict[str, EvalScore] = Field(default_factory=dict)
     rejected: list[RejectedStep] = Field(default_factory=list)
     history: list[StepRecord] = Field(default_factory=list)
+    # Epoch-level learning: the skill each epoch started from (keys are 1-based epochs), the
+    # last epoch whose start-of-epoch work (slow update, meta skill) is done, its records, and
+    # the optimizer's notes (the meta skill; never shown to the target).
+    epoch_start: dict[str, str] = Field(default_factory=dict)
+    epoch_update_done: int = 1
+    epoch_updates: list[EpochUpdate] = Field(default_factory=list)
+    meta_skill: str = ""
     meter: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     wall_seconds: float = 0.0
@@ -69,7 +76,10 @@ def steps_per_epoch(n_train: int, batch_size: int, override: int | None) -> int:
 
 
 def batch_for(tasks: Sequence[Task], seed: int, epoch: int, step: int, size: int) -> list[Task]:
-    """The tasks of one step: a seeded per-epoch permutation, sliced (wrapping around)."""
+    """The tasks of one batch: a seeded per-epoch permutation, sliced (wrapping around).
+
+    With gradient accumulation a step has several batches: batch ``step * accumulation + j``.
+    """
     order = list(range(len(tasks)))
     random.Random(f"batch:{seed}:{epoch}").shuffle(order)
     n = min(size, len(order))

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from skillgrad.config import ResolvedConfig
+from skillgrad.gate import GateRule
 from skillgrad.models.client import Meter
 from skillgrad.records import EvalScore
 
@@ -16,7 +17,8 @@ def _score(s: EvalScore | None) -> dict[str, float] | None:
 
 
 def build_summary(
-    state: Any, resolved: ResolvedConfig, test: dict[str, EvalScore], version: str
+    state: Any, resolved: ResolvedConfig, test: dict[str, EvalScore], version: str,
+    rule: GateRule | None = None,
 ) -> dict[str, Any]:
     cfg = resolved.config
     ev = cfg.evaluation
@@ -26,9 +28,11 @@ def build_summary(
         s = state.score("val", digest)
         return None if s is None else s.metric(metric, ev.gate_mixed_weight)
 
+    rule = rule or GateRule(metric=metric, mixed_weight=ev.gate_mixed_weight, use_gate=ev.use_gate)
     per_epoch: dict[str, Counter[str]] = {}
     for rec in state.history:
         per_epoch.setdefault(str(rec.epoch), Counter())[rec.decision] += 1
+    o = cfg.optimizer
     test_scores = {k: _score(v) for k, v in test.items()}
     deltas = {}
     if "initial" in test:
@@ -45,9 +49,21 @@ def build_summary(
             "use_gate": ev.use_gate,
             "metric": metric,
             "mixed_weight": ev.gate_mixed_weight if metric == "mixed" else None,
-            "rule": "strictly better than current on the selection split"
-            if ev.use_gate else "GATE OFF: every candidate adopted",
+            "rule": rule.describe(),
+            "test": ev.gate_test,
+            "alpha": ev.gate_alpha if ev.gate_test != "none" else None,
+            "min_margin": ev.gate_min_margin,
+            "density_bonus_weight": ev.density_bonus_weight or None,
         },
+        "update": {
+            "mode": o.skill_update_mode,
+            "lr_control": o.lr_control_mode,
+            "accumulation": cfg.train.accumulation,
+            "max_skill_tokens": o.max_skill_tokens,
+            "rate_fallbacks": sum(1 for r in state.history if r.rate and r.rate.error),
+            "reminders_added": sum(r.n_reminders for r in state.history),
+        },
+        "epoch_updates": [_epoch_update(u) for u in state.epoch_updates],
         "steps": len(state.history),
         "epochs": state.num_epochs,
         "best_step": state.best_step,
@@ -69,6 +85,19 @@ def build_summary(
         "wall_seconds": round(state.wall_seconds, 3),
         "stage_seconds": state.stage_seconds,
         "models": model_usage(state.meter),
+    }
+
+
+def _epoch_update(u: Any) -> dict[str, Any]:
+    slow = u.slow_update
+    return {
+        "epoch": u.epoch,
+        "pairs": u.pairs.model_dump(),
+        "meta_skill_updated": u.meta_skill_updated,
+        "slow_update": None if slow is None else {
+            "decision": slow.decision, "candidate": slow.candidate, "current": slow.current,
+            "reason": slow.reason},
+        "error": u.error,
     }
 
 

@@ -104,6 +104,7 @@ class CallJournal:
         self._lock = threading.Lock()
         self._recorded: dict[str, list[Completion]] = {}
         self._served: dict[str, int] = {}
+        self._roles: dict[str, str] = {}
         if path.exists():
             self._load()
 
@@ -124,9 +125,17 @@ class CallJournal:
                 continue
             completion = Completion.model_validate(entry["completion"])
             self._recorded.setdefault(entry["key"], []).append(completion)
+            self._roles[entry["key"]] = str(entry.get("role", ""))
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._recorded.values())
+
+    def unserved(self, role: str) -> int:
+        """Recorded calls of ``role`` not replayed yet: paid for before, and (as long as the
+        run repeats itself) about to be replayed."""
+        with self._lock:
+            return sum(len(done) - self._served.get(key, 0)
+                       for key, done in self._recorded.items() if self._roles.get(key) == role)
 
     def lookup(self, key: str) -> Completion | None:
         """The next recorded answer to this request, if the journal has one left."""
@@ -211,7 +220,7 @@ class ModelClient:
             self.meter.record(self.role, stage, calls=1, cached=1)
             completion, seconds = cached, 0.0
         else:
-            self._check_budget()
+            self._check_budget(journal)
             try:
                 started = time.monotonic()
                 completion = self._call_with_retries(request, stage)
@@ -228,14 +237,17 @@ class ModelClient:
             journal.record(key, entry, completion)
         return completion
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, journal: CallJournal | None) -> None:
         if self.budget is None:
             return
         with self._budget_lock:
             # Calls in flight count as made: concurrent callers must not all pass the check
             # before the first answers are metered. (Their tokens and cost are not known yet.)
+            # So do journaled calls a concurrent sibling has not replayed yet: otherwise a
+            # resumed step could spend, in a race, what the replay is about to count.
             t = self.meter.totals(self.role)
-            over = self.budget.exceeded(t.calls - t.cached + self._in_flight,
+            waiting = journal.unserved(self.role) if journal is not None else 0
+            over = self.budget.exceeded(t.calls - t.cached + self._in_flight + waiting,
                                         t.prompt_tokens + t.completion_tokens, t.cost)
             if over is None:
                 self._in_flight += 1
