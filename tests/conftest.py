@@ -33,6 +33,19 @@ def toy_config(folder: Path, **sections: dict[str, Any]) -> Path:
     return path
 
 
+def toy_config_full(folder: Path, skill: str | None = None, **args: Any) -> Path:
+    """The toy config with ``toy.make_optimizer(**args)``, which also answers the epoch-level
+    and alternative update calls, as the optimizer."""
+    cfg = toy_config(folder)
+    data = yaml.safe_load(cfg.read_text())
+    data["model"]["optimizer"] = {"backend": "scripted", "function": "toy:make_optimizer",
+                                  "function_args": args}
+    cfg.write_text(yaml.safe_dump(data))
+    if skill is not None:
+        (folder / "toy_skill.md").write_text(skill)
+    return cfg
+
+
 @pytest.fixture
 def toy_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "toy"

@@ -163,3 +163,96 @@ def test_kill_dash_nine_mid_stage_then_resume(toy_dir: Path, reference) -> None:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert comparable(out) == expected
+
+
+# ----------------------------------------------------------------------------- Training II state
+
+FULL = ["train.num_epochs=3", "train.steps_per_epoch=2", "train.accumulation=2",
+        "train.batch_size=6", "optimizer.use_slow_update=true", "optimizer.use_meta_skill=true",
+        "optimizer.slow_update_samples=6", "optimizer.use_skill_aware_reflection=true",
+        "optimizer.skill_aware_consolidate_threshold=2", "optimizer.lr_control_mode=autonomous",
+        "evaluation.gate_test=bootstrap", "evaluation.gate_alpha=0.3",
+        "evaluation.gate_bootstrap_samples=200"]
+REMINDERS = ["Check the format.", "Give the value alone.", "Read the context first."]
+
+
+def run_full(folder: Path, out: Path, counter: Counter) -> dict | None:
+    from conftest import toy_config_full
+
+    cfg = toy_config_full(folder, rate=2, reminders=REMINDERS)
+    trainer = build_trainer(load_config(cfg, FULL), out)
+    trainer.target.model = Killing(trainer.target.model, counter)
+    trainer.optimizer.model = Killing(trainer.optimizer.model, counter)
+    try:
+        return trainer.fit()
+    except SimulatedKill:
+        return None
+
+
+def comparable_full(out: Path) -> dict:
+    state = json.loads((out / "checkpoint.json").read_text())
+    updates = [{k: v for k, v in u.items() if k != "seconds"} for u in state["epoch_updates"]]
+    return {**comparable(out), "epoch_updates": updates, "meta": state["meta_skill"],
+            "skills": sorted(p.name for p in (out / "skills").iterdir())}
+
+
+@pytest.fixture(scope="module")
+def reference_full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, int, dict]:
+    folder = tmp_path_factory.mktemp("full")
+    counter = Counter()
+    out = folder / "run"
+    run_full(folder, out, counter)
+    # where the interesting moments are, counted in calls over both roles
+    n = {scope: len(read_jsonl(out / scope / "calls.jsonl"))
+         for scope in ("init", "steps/e01-s001", "steps/e01-s002", "epochs/e02")}
+    e02 = [c["stage"] for c in read_jsonl(out / "epochs" / "e02" / "calls.jsonl")]
+    marks = {
+        "mid_step_with_rejected_buffer": n["init"] + n["steps/e01-s001"] + n["steps/e01-s002"] // 2,
+        "in_the_slow_update": n["init"] + n["steps/e01-s001"] + n["steps/e01-s002"]
+        + e02.index("slow_update") + 1,
+    }
+    return folder, comparable_full(out), counter.completed, marks
+
+
+def test_the_full_reference_exercises_every_mechanism(reference_full) -> None:
+    _, expected, _, _ = reference_full
+    updates = expected["epoch_updates"]
+    assert [u["epoch"] for u in updates] == [2, 3]
+    assert all(u["meta_skill_updated"] and u["slow_update"] for u in updates)
+    assert expected["meta"]
+    history = expected["history"]
+    assert history[0]["decision"] == "reject"  # so the buffer is not empty in step 2
+    assert any(r["n_reminders"] for r in history)
+    assert all(r["rate"]["mode"] == "autonomous" for r in history)
+
+
+@pytest.mark.parametrize("where", ["mid_step_with_rejected_buffer", "in_the_slow_update"])
+def test_full_state_resumes_exactly(reference_full, tmp_path: Path, where: str) -> None:
+    folder, expected, total_calls, marks = reference_full
+    out = tmp_path / "run"
+    first = Counter(kill_at=marks[where])
+    assert run_full(folder, out, first) is None
+    state = json.loads((out / "checkpoint.json").read_text())
+    if where == "mid_step_with_rejected_buffer":
+        assert state["epoch"] == 1 and state["step"] == 1 and state["rejected"]
+        assert state["epoch_update_done"] == 1  # the slow update is still to come
+    else:
+        assert state["epoch"] == 2 and state["step"] == 0 and state["epoch_update_done"] == 1
+        assert (out / "epochs" / "e02" / "pairs.jsonl").exists()
+    second = Counter()
+    assert run_full(folder, out, second) is not None
+    assert comparable_full(out) == expected
+    assert first.completed + second.completed == total_calls
+
+
+@pytest.mark.parametrize("fraction", [0.15, 0.45, 0.62, 0.8, 0.97])
+def test_full_state_killed_anywhere_resumes_exactly(reference_full, tmp_path: Path,
+                                                    fraction: float) -> None:
+    folder, expected, total_calls, _ = reference_full
+    out = tmp_path / "run"
+    first = Counter(kill_at=1 + int(fraction * total_calls))
+    assert run_full(folder, out, first) is None
+    second = Counter()
+    assert run_full(folder, out, second) is not None
+    assert comparable_full(out) == expected
+    assert first.completed + second.completed == total_calls

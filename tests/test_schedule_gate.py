@@ -136,3 +136,71 @@ def test_mixed_metric_weights_hard_and_soft() -> None:
 def test_unknown_metric_raises() -> None:
     with pytest.raises(ValueError, match="unknown metric"):
         decide(score(0.5), score(0.5), score(0.5), GateRule(metric="f1"))
+
+
+# ----------------------------------------------------------------------------- honest gate
+
+
+def paired(values: list[float], digest: str) -> EvalScore:
+    return EvalScore(split="val", skill_hash=digest, n=len(values),
+                     hard=sum(values) / len(values), soft=sum(values) / len(values),
+                     per_task={f"t{i}": (v, v) for i, v in enumerate(values)})
+
+
+ONE_TASK_BETTER = (paired([1, 0, 0, 0, 0, 0, 0, 0, 0, 0], "cand"), paired([0] * 10, "cur"))
+
+
+def test_honest_gate_rejects_a_one_task_improvement_the_strict_gate_accepts() -> None:
+    cand, cur = ONE_TASK_BETTER
+    assert decide(cand, cur, cur, GateRule()).decision == "accept_new_best"
+    for test in ("sign", "bootstrap"):
+        d = decide(cand, cur, cur, GateRule(test=test, alpha=0.05))
+        assert d.decision == "reject", test
+        assert d.p_value is not None and d.p_value > 0.05
+        assert "not significant" in d.reason and "1 tasks better, 0 worse" in d.reason
+        assert test in d.rule or "bootstrap" in d.rule
+
+
+def test_honest_gate_accepts_a_consistent_improvement() -> None:
+    cand = paired([1, 1, 1, 1, 1, 1, 0, 1, 0, 0], "cand")
+    cur = paired([0, 0, 0, 0, 0, 0, 0, 1, 0, 0], "cur")
+    d = decide(cand, cur, cur, GateRule(test="sign"))
+    assert d.decision == "accept_new_best"
+    assert d.p_value == pytest.approx(1 / 64)  # six wins, no loss
+    boot = decide(cand, cur, cur, GateRule(test="bootstrap", bootstrap_samples=500))
+    assert boot.decision == "accept_new_best" and boot.p_value is not None and boot.p_value < 0.05
+    # seeded: the same comparison gives the same p-value
+    again = decide(cand, cur, cur, GateRule(test="bootstrap", bootstrap_samples=500))
+    assert again.p_value == boot.p_value
+
+
+def test_the_margin_accepts_a_large_enough_mean_gain_alone_or_instead_of_a_test() -> None:
+    cand, cur = ONE_TASK_BETTER  # mean gain 0.1
+    assert decide(cand, cur, cur, GateRule(min_margin=0.1)).decision == "accept_new_best"
+    assert decide(cand, cur, cur, GateRule(min_margin=0.2)).decision == "reject"
+    either = decide(cand, cur, cur, GateRule(test="sign", min_margin=0.05))
+    assert either.decision == "accept_new_best" and "margin" in either.reason
+
+
+def test_sign_test_ignores_ties_and_counts_losses() -> None:
+    from skillgrad.gate import sign_test_p
+
+    assert sign_test_p([0, 0, 0]) == 1.0
+    assert sign_test_p([1, 1, 1]) == pytest.approx(1 / 8)
+    assert sign_test_p([1, 1, 1, -1, 0]) == pytest.approx(5 / 16)
+
+
+def test_density_bonus_favours_directive_wording_outside_protected_blocks() -> None:
+    from skillgrad.gate import directive_density
+
+    firm = "You MUST give the number. NEVER add units. ALWAYS verify the sum."
+    soft_words = "You could give the number. Try not to add units. Consider the sum."
+    assert directive_density(firm) > 0.25 and directive_density(soft_words) == 0.0
+    hidden = "Give it.\n<!-- APPENDIX_START -->\nMUST MUST MUST\n<!-- APPENDIX_END -->\n"
+    assert directive_density(hidden) == 0.0
+    same = paired([0.5] * 4, "x")
+    rule = GateRule(density_weight=0.1)
+    d = decide(same, same, same, rule, density=(directive_density(firm), 0.0, 0.0))
+    assert d.decision == "accept_new_best" and d.bonus and d.bonus > 0
+    assert "density" in rule.describe()
+    assert decide(same, same, same, GateRule(), density=(0.5, 0.0, 0.0)).decision == "reject"

@@ -153,3 +153,12 @@ def test_remove_span_drops_a_line_left_with_only_punctuation() -> None:
     assert without("Second") == "1) First.\n- `code`\nStep 3: go\n"
     assert without("code") == "1) First.\n2) Second.\nStep 3: go\n"
     assert without("go") == "1) First.\n2) Second.\n- `code`\nStep 3:\n"
+
+
+def test_estimate_tokens_counts_words_in_pieces_and_punctuation() -> None:
+    from skillgrad.skill import estimate_tokens
+
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("Reply with the answer.") == 5
+    assert estimate_tokens("internationalisation") == 4  # long words count as several
+    assert estimate_tokens("a_b") == 3

@@ -9,6 +9,7 @@ unless validation already rejected it (the rejected-edit buffer shows it in the 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections import Counter
@@ -74,3 +75,106 @@ def _failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
 
 
 optimizer = scripted_optimizer(_failures)
+
+
+# ----------------------------------------------------------------------------- Training II
+#
+# ``make_optimizer`` extends the toy optimizer to every call the epoch-level and alternative
+# update mechanisms make. Options choose its behaviour:
+#   slow:      "fix" writes the rule of a topic still failing in the pairs; "harm" writes the
+#              harmful line (validation must reject it)
+#   rate:      the number of edits the learning-rate call asks for, or "garbage"
+#   reminders: reminders every failure analyst adds (skill-aware reflection)
+#   rewrite:   "follow" carries out the suggestions; "drop_block", "truncated", "empty" break it
+
+SKILL_RE = re.compile(r"<skill>\n(.*?)\n</skill>", re.DOTALL)
+
+
+def _skill_in(prompt: str) -> str:
+    found = SKILL_RE.search(prompt)
+    return found.group(1) if found else ""
+
+
+def _failing_topics(text: str) -> list[str]:
+    failing = Counter(re.findall(r"What is the (\w+) of[^\n]*\n\[assistant\] Answer: \S+ probably",
+                                 text))
+    return [t for t, _ in sorted(failing.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def make_optimizer(
+    slow: str = "fix", rate: Any = 1, reminders: list[str] | None = None,
+    rewrite: str = "follow", base_dir: Any = None,
+) -> Any:
+    from skillgrad.records import Completion
+
+    def reply(request: ChatRequest) -> Any:
+        prompt = request.messages[-1].text()
+        if prompt.startswith("You are writing the longitudinal guidance"):
+            if slow == "harm":
+                return {"reasoning": "refuse", "guidance": f"- {HARMFUL}"}
+            pairs = prompt.split("## Task pairs", 1)[1]
+            skill = _skill_in(prompt)
+            todo = [t for t in _failing_topics(pairs) if rule(t) not in skill]
+            kept = re.findall(r"^- Rule .*$", skill, re.MULTILINE)  # the guidance so far
+            lines = kept + [f"- {rule(t)}" for t in todo[:1]] or ["- Keep answers short."]
+            return {"reasoning": "persistent failures", "guidance": "\n".join(lines)}
+        if prompt.startswith("You are keeping the notes"):
+            steps = prompt.count("- step ")
+            return {"reasoning": "noted", "notes": f"- NOTE: the last epoch had {steps} steps."}
+        if '"n_edits"' in prompt:
+            if rate == "garbage":
+                return "I would apply a few of them."
+            return {"reasoning": "the top ones are safe", "confidence": 0.7, "n_edits": rate}
+        if prompt.startswith("You are tidying the reminder appendix"):
+            listed = re.findall(r"^- (.*)$", prompt.split("## Reminders", 1)[1], re.MULTILINE)
+            return {"reasoning": "merged", "reminders": listed[:2]}
+        if prompt.startswith("You are revising a SKILL document"):
+            return _rewrite(prompt, rewrite, Completion)
+        if "Write a complete new\nversion of the skill" in prompt:
+            skill = _skill_in(prompt)
+            todo = [t for t in _failing_topics(prompt) if rule(t) not in skill]
+            add = rule(todo[0]) if todo else "Answer briefly."
+            return f"<skill>\n{_before_blocks(skill, add)}\n</skill>"
+        suggest = '"suggestions"' in prompt
+        out = optimizer(request)
+        if suggest and "edits" in out:
+            out = {"reasoning": out["reasoning"], "suggestions": [_as_suggestion(e)
+                                                                  for e in out["edits"]]}
+        if '"reminders"' in prompt and "FAILED" in prompt.split("## Current skill")[0]:
+            out = {**out, "patterns": [{"pattern": "format", "kind": "EXECUTION_LAPSE"}],
+                   "reminders": list(reminders or [])}
+        return out
+
+    return reply
+
+
+def _as_suggestion(edit: dict[str, Any]) -> dict[str, Any]:
+    if edit["op"] == "delete":
+        return {"type": "remove_rule", "description": f"Remove the line '{edit['anchor']}'",
+                "support": edit.get("support", 1)}
+    return {"type": "add_rule", "description": edit["content"], "support": edit.get("support", 1)}
+
+
+def _before_blocks(skill: str, line: str) -> str:
+    """``skill`` with ``line`` added before any protected block at its end."""
+    head, sep, tail = skill.partition("<!--")
+    return f"{head.rstrip()}\n\n{line}\n\n{sep}{tail}".rstrip() if sep else f"{skill.rstrip()}\n\n{line}"
+
+
+def _rewrite(prompt: str, mode: str, completion: Any) -> Any:
+    skill = _skill_in(prompt)
+    if mode == "truncated":
+        return completion(text="<skill>\n# Toy skill\n\nAnswer", finish_reason="length")
+    if mode == "empty":
+        return "<skill>\n\n</skill>"
+    revisions = prompt.split("## Revisions to carry out", 1)[1]
+    doc = skill
+    for kind, text in re.findall(r"\[(\w+)\] support \d+\n   description: (.*)", revisions):
+        value = ast.literal_eval(text)
+        if kind == "add_rule":
+            doc = _before_blocks(doc, value)
+        elif kind == "remove_rule":
+            doc = doc.replace(value.split("'")[1] + "\n", "")
+    if mode == "drop_block":
+        doc = re.sub(r"<!-- \w+_START -->.*?<!-- \w+_END -->", "", doc, flags=re.DOTALL)
+    return f"<skill>\n{doc}\n</skill>"

@@ -63,13 +63,15 @@ def collect(patches: Sequence[Patch], source: str) -> list[str]:
     return out
 
 
-def _key(text: str) -> str:
-    return " ".join(_WORDS.findall(text.lower()))
+def _words(text: str) -> list[str]:
+    return _WORDS.findall(text.lower())
 
 
 def is_duplicate(text: str, existing: Sequence[str]) -> bool:
-    key = _key(text)
-    return any(key == _key(e) or SequenceMatcher(None, key, _key(e)).ratio() >= SIMILAR
+    """The same words, or nearly (word-level similarity; one changed word in a short sentence
+    is a different reminder, a dropped article is not)."""
+    words = _words(text)
+    return any(SequenceMatcher(None, words, _words(e), autojunk=False).ratio() >= SIMILAR
                for e in existing)
 
 
