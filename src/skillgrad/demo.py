@@ -51,25 +51,83 @@ def make_reader(data: str, base_dir: Path) -> Callable[[ChatRequest], str]:
 FailureAnalyst = Callable[[str, str, str], dict[str, Any]]
 
 
-def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatRequest], dict[str, Any]]:
+def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatRequest], Any]:
     """An optimizer reply function: ranks keep the given order, merges fold duplicates, success
     analysts propose nothing, and ``analyse_failures(skill, failed_tasks, prompt)`` answers the
-    failure analysts."""
+    failure analysts (as edits, or as suggestions when those are asked for). The epoch-level
+    and rewrite calls get plain, predictable answers: every edit that fits is applied, the
+    guidance restates the skill's rules, whole documents append the proposed rules."""
 
-    def reply(request: ChatRequest) -> dict[str, Any]:
+    def reply(request: ChatRequest) -> Any:
         prompt = request.messages[-1].text()
+        special = _special_call(prompt, analyse_failures)
+        if special is not None:
+            return special
         if '"order"' in prompt:
             found = re.search(r"of the (\d+) candidate", prompt)
             count = int(found.group(1)) if found else 0
             return {"reasoning": "as given", "order": list(range(1, count + 1))}
         if "## Proposals" in prompt or "Fixes from failed tasks" in prompt:
             return {"reasoning": "merged duplicates", "edits": edits_in_prompt(prompt)}
+        suggest = '"suggestions"' in prompt
         if "FAILED" not in prompt.split("## Current skill")[0]:
-            return {"reasoning": "the skill already covers what worked", "edits": []}
-        skill = prompt.split("<skill>", 1)[1].split("</skill>", 1)[0]
-        return analyse_failures(skill, prompt.split("## Failed tasks", 1)[1], prompt)
+            return {"reasoning": "the skill already covers what worked",
+                    "suggestions" if suggest else "edits": []}
+        out = analyse_failures(_skill_of(prompt), prompt.split("## Failed tasks", 1)[1], prompt)
+        if suggest:
+            return {"reasoning": out["reasoning"], "suggestions": [
+                {"type": "add_rule", "description": e["content"], "support": e["support"]}
+                for e in out["edits"] if e["op"] == "append"]}
+        return out
 
     return reply
+
+
+def _special_call(prompt: str, analyse_failures: FailureAnalyst) -> Any:
+    """Answers to the learning-rate, epoch-level, appendix and rewrite calls (else None)."""
+    if '"n_edits"' in prompt:
+        most = re.search(r"you may apply between 0 and (\d+)", prompt)
+        return {"reasoning": "all of them fit", "confidence": 0.5,
+                "n_edits": int(most.group(1)) if most else 1}
+    if prompt.startswith("You are writing the longitudinal guidance"):
+        rules = [line for line in _skill_of(prompt).splitlines() if line.strip()
+                 and not line.startswith(("#", "<!--", "- "))]
+        return {"reasoning": "the rules that held over the epoch",
+                "guidance": "\n".join(f"- {r.strip()}" for r in rules[-3:])}
+    if prompt.startswith("You are keeping the notes"):
+        steps = prompt.split("## Steps of the last epoch", 1)[1].split("\n## ", 1)[0]
+        accepted = len(re.findall(r": accept", steps))
+        rejected = len(re.findall(r": reject", steps))
+        return {"reasoning": "counted the decisions",
+                "notes": f"- Last epoch: {accepted} steps accepted, {rejected} rejected."}
+    if prompt.startswith("You are tidying the reminder appendix"):
+        limit = re.search(r"into at most (\d+)", prompt)
+        listed = re.findall(r"^- (.*)$", prompt.split("## Reminders", 1)[1], re.MULTILINE)
+        return {"reasoning": "kept the first", "reminders": listed[: int(limit.group(1))
+                                                                   if limit else 1]}
+    if prompt.startswith("You are revising a SKILL document"):
+        found = re.findall(r"\[add_rule\] support \d+\n   description: (.*)", prompt)
+        rules = [ast.literal_eval(text) for text in found]
+        return f"<skill>\n{_with_rules(_skill_of(prompt), rules)}\n</skill>"
+    if "Write a complete new\nversion of the skill" in prompt:
+        out = analyse_failures(_skill_of(prompt), prompt.split("## Tasks", 1)[1], prompt)
+        rules = [e["content"] for e in out["edits"] if e["op"] == "append"]
+        return f"<skill>\n{_with_rules(_skill_of(prompt), rules)}\n</skill>"
+    return None
+
+
+def _skill_of(prompt: str) -> str:
+    return prompt.split("<skill>", 1)[1].split("</skill>", 1)[0].strip("\n")
+
+
+def _with_rules(skill: str, rules: list[str]) -> str:
+    """``skill`` with ``rules`` added before the protected blocks that end it."""
+    head, sep, tail = skill.partition("<!--")
+    added = "\n\n".join(r for r in rules if r not in skill)
+    if not added:
+        return skill
+    return f"{head.rstrip()}\n\n{added}\n\n{sep}{tail}".rstrip() if sep else (
+        f"{skill.rstrip()}\n\n{added}")
 
 
 def _demo_failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
