@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillgrad.records import EvalScore, StepRecord
+from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 
 
 class TrainerCallback:
@@ -27,3 +27,6 @@ class TrainerCallback:
 
     def on_step_end(self, record: StepRecord) -> None:
         """A step was checkpointed."""
+
+    def on_epoch_update(self, update: EpochUpdate) -> None:
+        """The start-of-epoch work (comparison, meta skill, slow update) was checkpointed."""

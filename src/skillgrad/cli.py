@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,7 +20,7 @@ from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import load_config
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
-from skillgrad.records import EvalScore, StepRecord
+from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 
 app = typer.Typer(
     name="skillgrad",
@@ -84,11 +85,25 @@ class ProgressCallback(TrainerCallback):
     def on_step_end(self, r: StepRecord) -> None:
         cand = "-" if r.candidate_score is None else f"{r.candidate_score:.3f}"
         cur = "-" if r.current_score is None else f"{r.current_score:.3f}"
+        budget = (f"{r.rate.applied} ({r.rate.mode})" if r.rate and r.rate.mode != "fixed"
+                  else str(r.budget))
+        why = f" ({escape(r.reason)})" if r.reason else ""
         self.progress.console.print(
-            f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}, budget {r.budget}, "
+            f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}, budget {budget}, "
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
-            f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]"
+            f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]{why}"
         )
+
+    def on_epoch_update(self, u: EpochUpdate) -> None:
+        p = u.pairs
+        line = (f"before epoch {u.epoch}: pairs improved {p.improved}, regressed {p.regressed}, "
+                f"persistent failure {p.persistent_failure}, stable success {p.stable_success}")
+        if u.meta_skill_updated:
+            line += "; meta skill updated"
+        if u.slow_update is not None:
+            d = u.slow_update
+            line += f"; slow update: [bold]{d.decision}[/bold] ({escape(d.reason)})"
+        self.progress.console.print(line)
 
 
 def _progress() -> Progress:
@@ -169,6 +184,17 @@ def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> N
             r.decision + best,
         )
     out_console.print(table)
+    for r in state.history:
+        if r.reason:
+            out_console.print(f"step {r.global_step} {r.decision}: {escape(r.reason)}")
+    for u in state.epoch_updates:
+        p = u.pairs
+        slow = (f"slow update {u.slow_update.decision} ({escape(u.slow_update.reason)})"
+                if u.slow_update else "no slow update")
+        out_console.print(
+            f"before epoch {u.epoch}: improved {p.improved}, regressed {p.regressed}, "
+            f"persistent failure {p.persistent_failure}, stable success {p.stable_success}; "
+            f"{slow}" + ("; meta skill updated" if u.meta_skill_updated else ""))
     init = state.score("val", state.initial_hash)
     bestv = state.score("val", state.best_hash)
     out_console.print(

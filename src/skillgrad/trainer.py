@@ -202,6 +202,7 @@ class Trainer:
         self._epoch_started(epoch)
         self._checkpoint()
         self.run.event("epoch_update_end", epoch=epoch, decision=decision and decision.decision)
+        self._notify("on_epoch_update", update)
         return update
 
     def _slow_update(self, previous: str, current: str, pairs: list[Any], folder: Any,
