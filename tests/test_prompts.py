@@ -30,7 +30,8 @@ EXPECTED = {
     "slow_update": {"previous", "skill", "meta", "counts", "shown", "pairs", "constraints"},
     "meta_skill": {"meta", "history", "counts", "pairs"},
     "consolidate": {"count", "limit", "skill", "reminders"},
-    "skill_aware": set(),
+    "skill_aware_failure": set(),
+    "skill_aware_success": set(),
 }
 
 

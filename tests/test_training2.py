@@ -305,3 +305,12 @@ def test_an_initial_skill_over_the_cap_is_an_error(toy_dir: Path) -> None:
 
     with pytest.raises(DataError, match="over optimizer.max_skill_tokens"):
         toy_run(toy_dir, ["optimizer.max_skill_tokens=16"])
+
+
+def test_an_epoch_with_accumulation_covers_the_training_split_once(toy_dir: Path) -> None:
+    out, summary = toy_run(toy_dir, ["train.accumulation=2", "train.batch_size=4",
+                                     "train.num_epochs=1", "train.steps_per_epoch=null"])
+    assert summary["steps"] == 3  # ceil(18 train tasks / (4 x 2))
+    seen = [r["task_id"] for p in sorted((out / "steps").glob("e01-*/rollouts.jsonl"))
+            for r in read_jsonl(p)]
+    assert len(seen) == 24 and len(set(seen)) == 18

@@ -145,7 +145,7 @@ def _limit_reminders(schema: dict[str, Any]) -> None:
 
 
 MAX_REMINDERS_PER_CALL = 4
-AWARE_REPLY = (', "patterns": [{"pattern": "<a failure pattern>", "kind": '
+AWARE_REPLY = (', "patterns": [{"pattern": "<a pattern in the tasks>", "kind": '
                '"<SKILL_DEFECT|EXECUTION_LAPSE>"}], "reminders": ["<a one-sentence reminder of '
                'an existing rule the agent did not follow>"]')
 
@@ -233,7 +233,7 @@ def analyse(
         trajectories=render_trajectories(batch, settings.max_trajectory_chars),
         max_edits=str(settings.max_edits),
         constraints=settings.constraints,
-        aware=prompts.render("skill_aware") if aware else "",
+        aware=prompts.render(f"skill_aware_{kind}") if aware else "",
         aware_reply=AWARE_REPLY if aware else "",
     )
     messages = [Message(role="user", content=prompt)]

@@ -382,8 +382,9 @@ class Trainer:
                             f"over optimizer.max_skill_tokens ({cap})")
         self._prepare_new_dir(fingerprint)
         digest = self.run.save_skill(skill)
-        total = steps_per_epoch(len(self.train_tasks), self.cfg.train.batch_size,
-                                self.cfg.train.steps_per_epoch)
+        t = self.cfg.train
+        total = steps_per_epoch(len(self.train_tasks), t.batch_size * t.accumulation,
+                                t.steps_per_epoch)
         self.state = TrainerState(
             fingerprint=fingerprint, steps_per_epoch=total, num_epochs=self.cfg.train.num_epochs,
             initial_hash=digest, current_hash=digest, best_hash=digest, epoch_start={"1": digest},
