@@ -198,3 +198,40 @@ def test_real_optimizer_reply_is_schema_constrained_json(real_model) -> None:  #
     assert reply.value.edits and reply.value.edits[0].op in (
         "append", "insert_after", "replace", "delete")
     assert reply.value.edits[0].content.strip()
+
+
+def test_real_optimizer_serves_the_training_ii_calls(real_model) -> None:  # type: ignore[no-untyped-def]
+    """The skill-aware analyst, the autonomous learning rate and a rewrite, on the real model."""
+    import random
+
+    from skillgrad.records import Edit, Message, RolloutResult, Suggestion
+    from skillgrad.reflect import ReflectSettings, reflect
+    from skillgrad.rewrite import rewrite_document
+    from skillgrad.selection import SelectSettings, decide_rate
+
+    skill = ("# Reading comprehension\n\nAnswer with only the exact words from the context.\n\n"
+             "<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->\n")
+    failed = RolloutResult(
+        task_id="t1", answer="The ship was launched in 1931.", hard=0.0, soft=0.4,
+        reason="answer 'The ship was launched in 1931.' does not match gold '1931'",
+        messages=(Message(role="user", content="Question: In which year was the ship launched?"),
+                  Message(role="assistant", content="The ship was launched in 1931.")))
+    settings = ReflectSettings(minibatch_size=4, workers=1, max_edits=2, max_tokens=300,
+                               temperature=0.0, skill_aware=True, failure_only=True)
+    (patch,) = reflect([failed], skill, real_model, settings, random.Random(0))
+    assert patch.error is None, patch.raw
+    assert "[SKILL_DEFECT]" in patch.reasoning or "[EXECUTION_LAPSE]" in patch.reasoning
+
+    edits = (Edit(op="append", content="Reply with the bare answer.", support=3),
+             Edit(op="append", content="Use a friendly tone.", support=1))
+    rate = decide_rate(edits, 1, skill, real_model,
+                       SelectSettings(mode="autonomous", ceiling=2, max_tokens=150,
+                                      temperature=0.0))
+    assert rate.error is None and 0 <= rate.applied <= 2 and rate.reasoning
+
+    result = rewrite_document(
+        skill, [Suggestion(type="add_rule", description="Add: 'Give a year as four digits.'")],
+        real_model, max_tokens=200, temperature=0.0)
+    assert result.document is not None, (result.error, result.raw)
+    assert "<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->" in (
+        result.document)

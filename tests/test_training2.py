@@ -43,7 +43,8 @@ def target_prompts(out: Path) -> list[str]:
 
 
 ONE_STEP_EPOCHS = ["train.num_epochs=3", "train.steps_per_epoch=1"]
-GUIDANCE = "\n<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->\n"
+GUIDANCE = ("\n<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->\n\n"
+            "<!-- APPENDIX_START -->\n- Read the context.\n<!-- APPENDIX_END -->\n")
 
 
 # ----------------------------------------------------------------------------- slow update
@@ -217,13 +218,17 @@ def test_no_edit_budget_applies_everything_merged(toy_dir: Path) -> None:
 
 
 def test_rewrite_from_suggestions_learns_through_the_gate(toy_dir: Path) -> None:
-    out, summary = toy_run(toy_dir, ["optimizer.skill_update_mode=rewrite_from_suggestions"])
+    out, summary = toy_run(toy_dir, ["optimizer.skill_update_mode=rewrite_from_suggestions"],
+                           skill=toy.INITIAL_SKILL + GUIDANCE)
     decisions = [r["decision"] for r in state_of(out)["history"]]
     assert decisions[0] == "reject" and "accept_new_best" in decisions
     assert summary["test"]["best"]["hard"] > summary["test"]["initial"]["hard"]
     ranked = json.loads((out / "steps" / "e01-s001" / "ranked_suggestions.json").read_text())
     assert ranked["kept"][0]["type"] == "add_rule"
-    assert optimizer_prompts(out, "rewrite")
+    rewrite = optimizer_prompts(out, "rewrite")[0]
+    assert "## Protected blocks" in rewrite and "- Keep answers short." in rewrite
+    best = (out / "best_skill.md").read_text()
+    assert best.endswith(GUIDANCE)  # the blocks came back verbatim after the rewritten text
 
 
 @pytest.mark.parametrize("mode, reason", [

@@ -9,7 +9,6 @@ unless validation already rejected it (the rejected-edit buffer shows it in the 
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections import Counter
@@ -134,7 +133,7 @@ def make_optimizer(
             skill = _skill_in(prompt)
             todo = [t for t in _failing_topics(prompt) if rule(t) not in skill]
             add = rule(todo[0]) if todo else "Answer briefly."
-            return f"<skill>\n{_before_blocks(skill, add)}\n</skill>"
+            return {"document": _before_blocks(skill, add)}
         suggest = '"suggestions"' in prompt
         out = optimizer(request)
         if suggest and "edits" in out:
@@ -164,17 +163,17 @@ def _before_blocks(skill: str, line: str) -> str:
 def _rewrite(prompt: str, mode: str, completion: Any) -> Any:
     skill = _skill_in(prompt)
     if mode == "truncated":
-        return completion(text="<skill>\n# Toy skill\n\nAnswer", finish_reason="length")
+        return completion(text='{"document": "# Toy skill\\n\\nAnswer', finish_reason="length")
     if mode == "empty":
-        return "<skill>\n\n</skill>"
+        return {"document": "\n\n"}
     revisions = prompt.split("## Revisions to carry out", 1)[1]
     doc = skill
-    for kind, text in re.findall(r"\[(\w+)\] support \d+\n   description: (.*)", revisions):
-        value = ast.literal_eval(text)
-        if kind == "add_rule":
+    for kind, value in re.findall(r"^\d+\. (add rule|remove rule): (.*)$", revisions, re.MULTILINE):
+        if kind == "add rule":
             doc = _before_blocks(doc, value)
-        elif kind == "remove_rule":
+        else:
             doc = doc.replace(value.split("'")[1] + "\n", "")
-    if mode == "drop_block":
-        doc = re.sub(r"<!-- \w+_START -->.*?<!-- \w+_END -->", "", doc, flags=re.DOTALL)
-    return f"<skill>\n{doc}\n</skill>"
+    if mode == "drop_block":  # writes the blocks itself, but loses the first one
+        blocks = re.findall(r"<!-- \w+_START -->.*?<!-- \w+_END -->", prompt, flags=re.DOTALL)
+        doc = "\n\n".join([doc, *blocks[1:]])
+    return {"document": doc}

@@ -106,13 +106,12 @@ def _special_call(prompt: str, analyse_failures: FailureAnalyst) -> Any:
         return {"reasoning": "kept the first", "reminders": listed[: int(limit.group(1))
                                                                    if limit else 1]}
     if prompt.startswith("You are revising a SKILL document"):
-        found = re.findall(r"\[add_rule\] support \d+\n   description: (.*)", prompt)
-        rules = [ast.literal_eval(text) for text in found]
-        return f"<skill>\n{_with_rules(_skill_of(prompt), rules)}\n</skill>"
+        rules = re.findall(r"^\d+\. add rule: (.*)$", prompt, re.MULTILINE)
+        return {"document": _with_rules(_skill_of(prompt), rules)}
     if "Write a complete new\nversion of the skill" in prompt:
         out = analyse_failures(_skill_of(prompt), prompt.split("## Tasks", 1)[1], prompt)
         rules = [e["content"] for e in out["edits"] if e["op"] == "append"]
-        return f"<skill>\n{_with_rules(_skill_of(prompt), rules)}\n</skill>"
+        return {"document": _with_rules(_skill_of(prompt), rules)}
     return None
 
 

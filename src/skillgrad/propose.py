@@ -24,7 +24,7 @@ from skillgrad import appendix
 from skillgrad.aggregate import MergeSettings, aggregate
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ApplyReport, Edit, EvalScore, Patch, Selection, Suggestion
-from skillgrad.rewrite import fold_suggestions, rewrite_document, validate_rewrite
+from skillgrad.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.selection import SelectSettings, select
 from skillgrad.skill import estimate_tokens
 from skillgrad.update import apply_edits
@@ -152,15 +152,15 @@ def propose_full(
     rows: list[dict[str, Any]] = []
     best: tuple[float, str, EvalScore] | None = None
     for p in patches:
-        refusal = validate_rewrite(skill, p.document, p.error)
-        refusal = refusal or size_refusal(p.document or "", settings.max_skill_tokens)
+        document, refusal = settle(skill, p.document, p.error)
+        refusal = refusal or size_refusal(document or "", settings.max_skill_tokens)
         row: dict[str, Any] = {"minibatch": p.minibatch, "refused": refusal}
-        if refusal is None and p.document is not None:
-            score = evaluate(p.document)
-            value = metric(score, p.document)
+        if refusal is None and document is not None:
+            score = evaluate(document)
+            value = metric(score, document)
             row.update(skill_hash=score.skill_hash, val=value)
             if best is None or value > best[0]:
-                best = (value, p.document, score)
+                best = (value, document, score)
         rows.append(row)
     files = {"rewrites.json": rows}
     if best is None:

@@ -25,7 +25,6 @@ from skillgrad import prompts
 from skillgrad.models.base import ChatModel
 from skillgrad.parallel import fan_out
 from skillgrad.records import (
-    ChatRequest,
     Edit,
     EditOp,
     Message,
@@ -269,21 +268,19 @@ def propose_document(
     index: int,
 ) -> Patch:
     """``full_rewrite_minibatch``: one call writes a complete new skill from a minibatch."""
-    from skillgrad.rewrite import extract_document  # rewrite imports this module
+    from skillgrad.rewrite import ask_document, prompt_parts  # rewrite imports this module
 
+    body, blocks = prompt_parts(skill)
     prompt = prompts.render(
-        "rewrite_minibatch", skill=skill, meta=settings.meta, rejected=rejected_text,
+        "rewrite_minibatch", skill=body, blocks=blocks, meta=settings.meta, rejected=rejected_text,
         count=str(len(batch)),
         trajectories=render_trajectories(batch, settings.max_trajectory_chars),
         constraints=settings.constraints,
     )
-    request = ChatRequest(messages=(Message(role="user", content=prompt),),
-                          max_tokens=settings.rewrite_max_tokens or settings.max_tokens,
-                          temperature=settings.temperature)
-    completion = model.complete(request)
-    document, error = extract_document(completion)
-    return Patch(source="merged", document=document, error=error, minibatch=index,
-                 raw=completion.text if error else None,
+    result = ask_document(model, prompt, temperature=settings.temperature,
+                          max_tokens=settings.rewrite_max_tokens or settings.max_tokens)
+    return Patch(source="merged", document=result.document, error=result.error, minibatch=index,
+                 raw=result.raw if result.error else None,
                  reasoning=f"whole document from minibatch {index}")
 
 

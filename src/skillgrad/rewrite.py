@@ -6,8 +6,11 @@ rewrites the document to carry out the kept ones. ``full_rewrite_minibatch``: ev
 proposes a complete document (``reflect.propose_document``); the candidates compete on the
 selection split and the best goes to the gate.
 
-A large step needs a stronger check than a patch: a rewrite that was cut off by the token
-limit, is empty, or drops, alters or adds a protected block is refused before any rollout, and
+Protected blocks are frozen: the rewrite is asked for the text outside them (the blocks are
+listed for reference) and they are put back after it verbatim, so a rewrite never has to copy
+markers, which small models do badly. A reply that writes blocks anyway must reproduce all of
+them exactly. A rewrite that was cut off by the token limit, is empty, is identical to the
+current skill, or drops, alters or adds a protected block is refused before any rollout, and
 the reason is recorded.
 """
 
@@ -17,15 +20,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict
+
 from skillgrad import prompts
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Completion, Message, Patch, Suggestion
-from skillgrad.reflect import render_edits
-from skillgrad.skill import protected_spans
+from skillgrad.records import Message, Patch, Suggestion
+from skillgrad.skill import body_without_blocks, protected_spans
+from skillgrad.structured import ask_json
 
-_TAGGED = re.compile(r"<skill>\s*\n?(.*?)\n?\s*</skill>", re.DOTALL | re.IGNORECASE)
-_FENCED = re.compile(r"\A\s*```[a-z]*\s*\n(.*?)\n```\s*\Z", re.DOTALL | re.IGNORECASE)
 _WORDS = re.compile(r"[a-z0-9]+")
+
+
+class DocumentReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    document: str
 
 
 @dataclass(frozen=True)
@@ -37,26 +46,30 @@ class RewriteResult:
     raw: str | None = None
 
 
-def extract_document(completion: Completion) -> tuple[str | None, str | None]:
-    """The document in a rewrite reply, or ``(None, reason)``.
-
-    The reply should hold it between ``<skill>`` tags; a reply that is only a fenced block, or
-    only the document, is taken as it is."""
-    if completion.truncated:
-        return None, "rewrite was cut off at the token limit"
-    text = completion.text
-    tagged = _TAGGED.search(text)
-    if tagged:
-        document = tagged.group(1)
-    elif re.search(r"<skill>", text, re.IGNORECASE):
-        return None, "rewrite opens <skill> but never closes it"
-    else:
-        fenced = _FENCED.match(text)
-        document = fenced.group(1) if fenced else text
-    document = document.strip("\n")
+def ask_document(
+    model: ChatModel, prompt: str, *, max_tokens: int | None, temperature: float | None
+) -> RewriteResult:
+    """Ask for a whole document (as JSON, which a grammar-constrained model cannot wrap in
+    chatter or follow with an echo of the instructions); never raises on a bad reply."""
+    reply = ask_json(model, [Message(role="user", content=prompt)], DocumentReply,
+                     max_tokens=max_tokens, temperature=temperature)
+    if reply.value is None:
+        error = reply.error or "no document"
+        if "cut off" in error:
+            error = "rewrite was cut off at the token limit"
+        return RewriteResult(None, error, reply.raw)
+    document = _untag(reply.value.document).strip("\n")
     if not document.strip():
-        return None, "rewrite is empty"
-    return document + "\n", None
+        return RewriteResult(None, "rewrite is empty", reply.raw)
+    return RewriteResult(document + "\n", None, reply.raw)
+
+
+def _untag(document: str) -> str:
+    """The document without the <skill> tags the prompt shows it in (models copy them)."""
+    text = document.strip()
+    if text.lower().startswith("<skill>") and text.lower().endswith("</skill>"):
+        return text[len("<skill>") : -len("</skill>")]
+    return document
 
 
 def check_protected(old: str, new: str) -> str | None:
@@ -79,13 +92,32 @@ def check_protected(old: str, new: str) -> str | None:
     return "rewrite changes the number or order of protected blocks"
 
 
-def validate_rewrite(old: str, document: str | None, error: str | None) -> str | None:
-    """The reason a proposed document is refused before the gate, or ``None``."""
+def settle(old: str, document: str | None, error: str | None) -> tuple[str | None, str | None]:
+    """(the candidate a rewrite reply makes, or ``None`` and why it is refused before the gate).
+
+    A reply without protected blocks is the text outside them: the old skill's blocks are put
+    back after it, verbatim and in order. A reply with blocks must reproduce every one."""
     if document is None:
-        return error or "no document"
-    if document == old:
-        return "rewrite is identical to the current skill"
-    return check_protected(old, document)
+        return None, error or "no document"
+    blocks = protected_spans(old)
+    if blocks and not protected_spans(document):
+        frozen = "\n\n".join(old[b.start : b.end] for b in blocks)
+        document = f"{document.rstrip()}\n\n{frozen}\n"
+    problem = check_protected(old, document)
+    if problem is None and document == old:
+        problem = "rewrite is identical to the current skill"
+    return (None, problem) if problem else (document, None)
+
+
+def prompt_parts(skill: str) -> tuple[str, str]:
+    """The text a rewrite works on and the protected blocks it is shown for reference."""
+    blocks = protected_spans(skill)
+    if not blocks:
+        return skill.strip("\n"), ""
+    listed = "\n\n".join(skill[b.start : b.end] for b in blocks)
+    return (body_without_blocks(skill).strip("\n"),
+            f"\n## Protected blocks (added back after your text unchanged; do not repeat)\n"
+            f"{listed}\n")
 
 
 def fold_suggestions(patches: Sequence[Patch]) -> tuple[Suggestion, ...]:
@@ -114,13 +146,13 @@ def rewrite_document(
     temperature: float | None = None,
 ) -> RewriteResult:
     """One call that rewrites ``skill`` to carry out ``suggestions``, checked."""
-    text = prompts.render("rewrite", skill=skill, meta=meta, suggestions=render_edits(suggestions),
+    body, blocks = prompt_parts(skill)
+    listed = "\n".join(f"{n}. {s.type.replace('_', ' ')}: {s.description}"
+                       for n, s in enumerate(suggestions, 1))
+    text = prompts.render("rewrite", skill=body, blocks=blocks, meta=meta, suggestions=listed,
                           constraints=constraints)
-    request = ChatRequest(messages=(Message(role="user", content=text),),
-                          max_tokens=max_tokens, temperature=temperature)
-    completion = model.complete(request)
-    document, error = extract_document(completion)
-    refusal = validate_rewrite(skill, document, error)
-    if refusal is not None:
-        return RewriteResult(None, refusal, completion.text)
-    return RewriteResult(document)
+    result = ask_document(model, text, max_tokens=max_tokens, temperature=temperature)
+    candidate, refusal = settle(skill, result.document, result.error)
+    if candidate is None:
+        return RewriteResult(None, refusal, result.raw)
+    return RewriteResult(candidate, None, result.raw)
