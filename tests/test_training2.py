@@ -259,6 +259,7 @@ def test_full_rewrite_candidates_compete_on_the_selection_split(toy_dir: Path) -
     assert len(scored) >= 2
     gate = json.loads((out / "steps" / "e01-s001" / "gate.json").read_text())
     assert gate["candidate"] == max(r["val"] for r in scored)
+    assert state_of(out)["history"][0]["changes"] == ["whole-document rewrite"]
     assert summary["test"]["best"]["hard"] > summary["test"]["initial"]["hard"]
 
 

@@ -78,7 +78,7 @@ class Proposal:
             head = item.type if isinstance(item, Suggestion) else item.op
             out.append(f"{head}: {_clip(text)}")
         out += [f"reminder: {_clip(r)}" for r in self.reminders]
-        if not out and self.files.get("rewrites"):
+        if not out and "rewrites.json" in self.files:
             out.append("whole-document rewrite")
         return tuple(out)
 
