@@ -53,8 +53,12 @@ GUIDANCE = ("\n<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDA
 def test_slow_update_writes_one_gated_guidance_block(toy_dir: Path) -> None:
     out, summary = toy_run(toy_dir, [*ONE_STEP_EPOCHS, "optimizer.use_slow_update=true",
                                      "optimizer.slow_update_samples=12"])
-    updates = state_of(out)["epoch_updates"]
+    state = state_of(out)
+    updates = state["epoch_updates"]
     assert [u["epoch"] for u in updates] == [2, 3]  # from the second epoch on
+    # epoch 3 compares the skill epoch 2 started from (after its slow update) with epoch 2's last
+    assert updates[1]["previous_hash"] == state["epoch_start"]["2"] != updates[0]["current_hash"]
+    assert updates[1]["current_hash"] == state["history"][1]["candidate_hash"]
     for u in updates:
         pairs = u["pairs"]
         assert sum(pairs.values()) == 12

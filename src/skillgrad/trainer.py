@@ -161,13 +161,13 @@ class Trainer:
         folder = self.run.epoch_dir(epoch)
         self._open_scope(folder)
         self.run.event("epoch_update_start", epoch=epoch)
-        prev_hash = s.epoch_start.get(str(epoch - 1), s.initial_hash)
-        previous, current = self.run.load_skill(prev_hash), self.run.load_skill(s.current_hash)
+        prev_hash, cur_hash = s.epoch_start.get(str(epoch - 1), s.initial_hash), s.current_hash
+        previous, current = self.run.load_skill(prev_hash), self.run.load_skill(cur_hash)
         tasks = sample_tasks(self.train_tasks, o.slow_update_samples, self.cfg.train.seed, epoch)
         before = self._stage("longitudinal", len(tasks), lambda: rollout(
             self.env, tasks, previous, self.target.for_stage("longitudinal"),
             workers=self.cfg.execution.rollout_workers))
-        after = before if prev_hash == s.current_hash else self._stage(
+        after = before if prev_hash == cur_hash else self._stage(
             "longitudinal", len(tasks), lambda: rollout(
                 self.env, tasks, current, self.target.for_stage("longitudinal"),
                 workers=self.cfg.execution.rollout_workers))
@@ -192,7 +192,7 @@ class Trainer:
         if o.use_slow_update:
             decision, guidance = self._slow_update(previous, current, pairs, folder, errors)
         update = EpochUpdate(
-            epoch=epoch, previous_hash=prev_hash, current_hash=s.current_hash,
+            epoch=epoch, previous_hash=prev_hash, current_hash=cur_hash,
             tasks=tuple(t.id for t in tasks), pairs=count(pairs),
             meta_skill_updated=meta_updated, slow_update=decision, guidance=guidance,
             error="; ".join(errors) or None, seconds=round(time.monotonic() - started, 3))
@@ -211,7 +211,7 @@ class Trainer:
         o = self.cfg.optimizer
         candidate, guidance, why = self._stage("slow_update", None, lambda: write_guidance(
             previous, current, pairs, o.longitudinal_pair_policy,
-            self.optimizer.for_stage("slow_update"), meta=render_meta(s.meta_skill),
+            self.optimizer.for_stage("slow_update"), meta=self._meta(),
             constraints=size_note(current, o.max_skill_tokens),
             max_chars=self.cfg.gradient.max_trajectory_chars, **self._opt_sampling()))
         if candidate is None:
