@@ -44,8 +44,8 @@ class Killing:
         return out
 
 
-def run(cfg: Path, out: Path, counter: Counter) -> dict | None:
-    trainer = build_trainer(load_config(cfg), out)
+def run(cfg: Path, out: Path, counter: Counter, overrides: list[str] | None = None) -> dict | None:
+    trainer = build_trainer(load_config(cfg, overrides or []), out)
     trainer.target.model = Killing(trainer.target.model, counter)
     trainer.optimizer.model = Killing(trainer.optimizer.model, counter)
     try:
@@ -179,14 +179,7 @@ REMINDERS = ["Check the format.", "Give the value alone.", "Read the context fir
 def run_full(folder: Path, out: Path, counter: Counter) -> dict | None:
     from conftest import toy_config_full
 
-    cfg = toy_config_full(folder, rate=2, reminders=REMINDERS)
-    trainer = build_trainer(load_config(cfg, FULL), out)
-    trainer.target.model = Killing(trainer.target.model, counter)
-    trainer.optimizer.model = Killing(trainer.optimizer.model, counter)
-    try:
-        return trainer.fit()
-    except SimulatedKill:
-        return None
+    return run(toy_config_full(folder, rate=2, reminders=REMINDERS), out, counter, FULL)
 
 
 def comparable_full(out: Path) -> dict:

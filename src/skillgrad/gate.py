@@ -56,6 +56,10 @@ class GateRule:
             text += f", plus a directive-density bonus of weight {self.density_weight:g}"
         return text
 
+    def value(self, score: EvalScore, density: float = 0.0) -> float:
+        """A skill's gate score: its metric plus the density bonus."""
+        return score.metric(self.metric, self.mixed_weight) + self.density_weight * density
+
     @property
     def honest(self) -> bool:
         return self.test != "none" or self.min_margin is not None
@@ -118,9 +122,7 @@ def decide(
 
     ``density``: the directive density of the candidate, current and best skill."""
     bonus = [rule.density_weight * d for d in density]
-    c = candidate.metric(rule.metric, rule.mixed_weight) + bonus[0]
-    cur = current.metric(rule.metric, rule.mixed_weight) + bonus[1]
-    b = best.metric(rule.metric, rule.mixed_weight) + bonus[2]
+    c, cur, b = (rule.value(s, d) for s, d in zip((candidate, current, best), density, strict=True))
     common = {"metric": rule.metric, "candidate": c, "current": cur, "best": b,
               "gated": rule.use_gate, "rule": rule.describe(),
               "bonus": bonus[0] - bonus[1] if rule.density_weight else None}

@@ -85,9 +85,17 @@ class PatchReply(BaseModel):
     edits: list[EditReply] = []
 
 
-class AwarePatchReply(PatchReply):
+class AwareReply(BaseModel):
+    """What skill-aware reflection adds to an analyst's reply."""
+
     patterns: list[PatternReply] = []
     reminders: list[str] = []
+
+
+# AwareReply first among the bases puts its keys last in the schema: a model writing keys in
+# schema order gives its reasoning and edits before its reminders.
+class AwarePatchReply(AwareReply, PatchReply):
+    pass
 
 
 class SuggestionReply(BaseModel):
@@ -111,9 +119,8 @@ class SuggestionsReply(BaseModel):
     suggestions: list[SuggestionReply] = []
 
 
-class AwareSuggestionsReply(SuggestionsReply):
-    patterns: list[PatternReply] = []
-    reminders: list[str] = []
+class AwareSuggestionsReply(AwareReply, SuggestionsReply):
+    pass
 
 
 def patch_schema(skill: str, max_edits: int, shape: type[BaseModel] = PatchReply) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from skillgrad.skill import set_block
 from skillgrad.structured import ask_json
 
 BLOCK = "SLOW_UPDATE"
+PAIRS_SHOWN = 8  # pairs the guidance call reads at most
 PairKind = Literal["improved", "regressed", "persistent_failure", "stable_success"]
 SHOWN: dict[str, tuple[PairKind, ...]] = {
     "mixed": ("regressed", "improved", "persistent_failure", "stable_success"),
@@ -83,7 +84,8 @@ def render_counts(counts: PairCounts) -> str:
             f"{counts.persistent_failure}, stable success {counts.stable_success}")
 
 
-def render_pairs(pairs: Sequence[Pair], policy: str, max_chars: int, limit: int = 8) -> str:
+def render_pairs(pairs: Sequence[Pair], policy: str, max_chars: int,
+                 limit: int = PAIRS_SHOWN) -> str:
     """The pairs the policy shows, the most informative kinds first, at most ``limit``."""
     shown = [p for kind in SHOWN[policy] for p in pairs if p.kind == kind][:limit]
     if not shown:
@@ -120,7 +122,7 @@ def write_guidance(
         return None, "", f"no {policy} pairs to learn from"
     text = prompts.render(
         "slow_update", previous=previous_skill, skill=skill, meta=meta,
-        counts=render_counts(count(pairs)), shown=str(min(8, shown_count(pairs, policy))),
+        counts=render_counts(count(pairs)), shown=str(min(PAIRS_SHOWN, shown_count(pairs, policy))),
         pairs=render_pairs(pairs, policy, max_chars), constraints=constraints,
     )
     reply = ask_json(model, [Message(role="user", content=text)], GuidanceReply,

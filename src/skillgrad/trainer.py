@@ -273,8 +273,7 @@ class Trainer:
             return propose_full(skill, patches, lambda doc: self.evaluate(doc, "val", self.val_tasks),
                                 lambda score, doc: self._metric(score, doc), settings)
         make = propose_rewrite if mode == "rewrite_from_suggestions" else propose_patch
-        proposal = make(skill, patches, budget, self.optimizer.for_stage, settings)
-        return proposal
+        return make(skill, patches, budget, self.optimizer.for_stage, settings)
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None) -> GateDecision:
         s = self._require_state()
@@ -519,8 +518,7 @@ class Trainer:
 
     def _metric(self, score: EvalScore, skill: str) -> float:
         rule = self.gate_rule
-        value = score.metric(rule.metric, rule.mixed_weight)
-        return value + rule.density_weight * directive_density(skill) if rule.density_weight else value
+        return rule.value(score, directive_density(skill) if rule.density_weight else 0.0)
 
     def _max_edits(self) -> int:
         return max(2, self.cfg.optimizer.learning_rate * 2)
