@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import toy_config
 
 from skillgrad.build import build_trainer
@@ -130,14 +131,34 @@ def test_a_directory_of_another_config_is_refused(reference, tmp_path: Path) -> 
     out = tmp_path / "run"
     run(cfg, out, Counter(kill_at=20))
     other = load_config(cfg, ["optimizer.learning_rate=3"])
-    with pytest.raises(RunDirError, match="different config"):
+    with pytest.raises(RunDirError, match="different config") as refused:
         build_trainer(other, out).fit()
+    # the refusal names what changed, and nothing else
+    assert "(optimizer.learning_rate: 1 -> 3)" in str(refused.value)
     # resume-safe keys may change
     build_trainer(load_config(cfg, ["execution.rollout_workers=2"]), out).fit()
     # and an explicit override continues with the new config
     summary = build_trainer(other, out, allow_config_change=True).fit()
     assert summary["steps"] == 6
     assert any(e["event"] == "config_changed" for e in read_jsonl(out / "events.jsonl"))
+
+
+def test_a_refusal_names_keys_a_newer_version_added(reference, tmp_path: Path) -> None:
+    """A run directory written before a key existed: the refusal says the key is new."""
+    cfg, _, _ = reference
+    out = tmp_path / "run"
+    run(cfg, out, Counter(kill_at=20))
+    written = yaml.safe_load((out / "config.yaml").read_text())
+    del written["evaluation"]["gate_test"]
+    written["train"]["removed_key"] = 1
+    (out / "config.yaml").write_text(yaml.safe_dump(written))
+    with pytest.raises(RunDirError) as refused:
+        build_trainer(load_config(cfg, ["optimizer.learning_rate=3"]), out).fit()
+    message = str(refused.value)
+    assert "evaluation.gate_test is new (now 'none'; that run predates it)" in message
+    assert "optimizer.learning_rate: 1 -> 3" in message
+    assert "train.removed_key is no longer a key (was 1)" in message
+    assert "\n" not in message
 
 
 def test_kill_dash_nine_mid_stage_then_resume(toy_dir: Path, reference) -> None:

@@ -225,6 +225,23 @@ class ResolvedConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def config_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The keys, resume-safe ones aside, whose values differ between two resolved configs (as
+    written to run directories), each as one short phrase."""
+    old, new = (_flatten(c) for c in (previous, current))
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        if key.startswith(RESUME_SAFE):
+            continue
+        if key not in old:
+            changes.append(f"{key} is new (now {new[key]!r}; that run predates it)")
+        elif key not in new:
+            changes.append(f"{key} is no longer a key (was {old[key]!r})")
+        elif old[key] != new[key]:
+            changes.append(f"{key}: {old[key]!r} -> {new[key]!r}")
+    return changes
+
+
 def load_config(
     path: Path | None, overrides: list[str] | tuple[str, ...] = (), *, base_dir: Path | None = None
 ) -> ResolvedConfig:

@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import yaml
+
 from skillgrad import __version__
 from skillgrad.aggregate import MergeSettings
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.config import ResolvedConfig, dump_yaml
+from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
 from skillgrad.envs.base import Environment
 from skillgrad.errors import DataError, RunDirError, RunStopped
 from skillgrad.gate import GateRule, decide, directive_density
@@ -412,11 +414,26 @@ class Trainer:
             return
         if not self.allow_config_change:
             raise RunDirError(
-                f"{self.run.root}: this run directory was made with a different config; "
-                "use another --out, or pass --allow-config-change to continue with this one"
+                f"{self.run.root}: this run directory was made with a different config"
+                f"{self._config_changes()}; use another --out, or pass --allow-config-change "
+                "to continue with this one"
             )
         self.run.event("config_changed", previous=previous, current=current)
         self.run.write_text(self.run.config_path, dump_yaml(self.resolved.redacted()))
+
+    def _config_changes(self, shown: int = 3) -> str:
+        """What differs from the config the run directory holds, for the refusal message."""
+        try:
+            previous = yaml.safe_load(self.run.config_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return ""  # no readable record of the old config: the refusal still stands
+        if not isinstance(previous, dict):
+            return ""
+        changes = config_changes(previous, self.resolved.redacted())
+        if not changes:
+            return ""
+        more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
+        return f" ({'; '.join(changes[:shown])}{more})"
 
     def _final_evaluation(self) -> dict[str, EvalScore]:
         s = self._require_state()
