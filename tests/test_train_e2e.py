@@ -100,6 +100,21 @@ def test_unparseable_optimizer_output_is_recorded_and_the_step_goes_on(toy_dir: 
     assert (out / "best_skill.md").read_text() == toy.INITIAL_SKILL
 
 
+def test_a_step_whose_edits_cannot_apply_is_skipped_and_says_why(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir)
+    reply = json.dumps({"reasoning": "r", "edits": [
+        {"op": "insert_after", "anchor": "a line the skill does not have", "content": "- New.",
+         "support": 2, "rationale": "r"}]})
+    cfg.write_text(cfg.read_text().replace("function: toy:optimizer", f"default: '{reply}'"))
+    out = toy_dir / "run"
+    train(cfg, out)
+    assert set(decisions(out)) == {"skip"}
+    gate = json.loads((out / "steps" / "e01-s001" / "gate.json").read_text())
+    assert gate["reason"].startswith("no change could be applied (1 edit skipped: anchor not "
+                                     "found")
+    assert (out / "best_skill.md").read_text() == toy.INITIAL_SKILL
+
+
 def test_run_directory_layout(toy_dir: Path) -> None:
     out = toy_dir / "run"
     train(toy_config(toy_dir), out)

@@ -37,6 +37,7 @@ from skillgrad.propose import (
     size_refusal,
 )
 from skillgrad.records import (
+    ApplyReport,
     EpochUpdate,
     EvalScore,
     GateDecision,
@@ -139,7 +140,7 @@ class Trainer:
             self.run.write_json(folder / name, data)
         self.run.write_text(folder / "candidate.md", proposal.candidate)
         decision = self._stage("gate", None, lambda: self._gate(
-            proposal.candidate, proposal.refusal, proposal.score))
+            proposal.candidate, proposal.refusal, proposal.score, _unapplied(proposal.report)))
         self.run.write_json(folder / "gate.json", decision)
 
         record = self._record(results, patches, proposal, decision, budget,
@@ -277,7 +278,8 @@ class Trainer:
         make = propose_rewrite if mode == "rewrite_from_suggestions" else propose_patch
         return make(skill, patches, budget, self.optimizer.for_stage, settings)
 
-    def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None) -> GateDecision:
+    def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
+              unapplied: str = "") -> GateDecision:
         s = self._require_state()
         rule = self.gate_rule
         common: dict[str, Any] = {"metric": rule.metric, "gated": rule.use_gate,
@@ -287,7 +289,8 @@ class Trainer:
             return GateDecision(decision="refused", reason=refusal, **common)
         if skill_hash(candidate) == s.current_hash:
             return GateDecision(decision="skip", **common,
-                                reason="no change could be applied; the skill is unchanged")
+                                reason=f"no change could be applied{unapplied}; "
+                                "the skill is unchanged")
         cand = known or self.evaluate(candidate, "val", self.val_tasks)
         current = self._known_score("val", s.current_hash)
         best = self._known_score("val", s.best_hash)
@@ -557,3 +560,14 @@ def _delta(decision: GateDecision) -> float | None:
     if decision.candidate is None or decision.current is None:
         return None
     return decision.candidate - decision.current
+
+
+def _unapplied(report: ApplyReport | None) -> str:
+    """Why a step's edits left the skill as it was, for a skip's reason: ' (2 edits skipped:
+    anchor not found; duplicate content)', or '' when there were no edits to apply."""
+    skipped = [o for o in report.outcomes if o.status == "skipped"] if report else []
+    if not skipped:
+        return ""
+    reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
+    noun = "edit" if len(skipped) == 1 else "edits"
+    return f" ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
