@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from skillgrad import registry
 from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.demo import scripted_optimizer
@@ -98,6 +99,38 @@ def test_bad_names_and_occupied_folders_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SkillgradError, match="not empty"):
         new_environment("taken", tmp_path)
     assert (tmp_path / "taken" / "x").read_text() == "mine"
+
+
+def test_a_name_taken_by_an_installed_environment_is_refused(tmp_path: Path) -> None:
+    for taken in ("qa", "math"):
+        with pytest.raises(SkillgradError, match=f"env new '{taken}': an installed environment "
+                           "already has this name"):
+            new_environment(taken, tmp_path)
+    assert not (tmp_path / "qa").exists()
+
+
+def test_two_packages_claiming_one_name_is_an_error_not_a_guess(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = tmp_path / "site" / "other_qa-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-qa\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[skillgrad.environments]\nqa = skillgrad.envs.math_env:MathEnvironment\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert set(registry.claimed(registry.ENV_GROUP, "qa")) == {
+        "skillgrad.envs.qa:QAEnvironment", "skillgrad.envs.math_env:MathEnvironment"}
+    (tmp_path / "c.yaml").write_text("env: {name: qa}\n")
+    with pytest.raises(ConfigError, match="environment 'qa' is registered by more than one "
+                       "installed package .*skillgrad.envs.math_env:MathEnvironment"):
+        load_config(tmp_path / "c.yaml")
+    rows = [r for r in registry.describe(registry.ENV_GROUP) if r[0] == "qa"]
+    assert len(rows) == 2 and all("registered more than once" in r[2] for r in rows)
+    # the class named directly still works, and other names are untouched
+    (tmp_path / "d.yaml").write_text("env: {name: 'skillgrad.envs.qa:QAEnvironment', "
+                                     "data_path: data.jsonl}\n")
+    (tmp_path / "data.jsonl").write_text('{"question": "q", "answers": ["a"]}\n')
+    assert load_config(tmp_path / "d.yaml").config.env.name == "skillgrad.envs.qa:QAEnvironment"
+    assert registry.environment_class("math").__name__ == "MathEnvironment"
 
 
 def test_an_environment_path_that_is_not_an_environment(tmp_path: Path) -> None:

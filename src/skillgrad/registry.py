@@ -18,8 +18,24 @@ ENV_GROUP = "skillgrad.environments"
 BACKEND_GROUP = "skillgrad.backends"
 
 
+def _registered(group: str) -> dict[str, list[Any]]:
+    """Every name in ``group`` with its distinct entry points (one, unless two installed
+    packages claim the same name; the same target listed twice counts once)."""
+    found: dict[str, list[Any]] = {}
+    for ep in entry_points(group=group):
+        same = found.setdefault(ep.name, [])
+        if all(other.value != ep.value for other in same):
+            same.append(ep)
+    return found
+
+
 def _names(group: str) -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=group)}
+    return {name: eps[0] for name, eps in _registered(group).items()}
+
+
+def claimed(group: str, name: str) -> list[str]:
+    """The targets (``module:Class``) registered as ``name`` in ``group``."""
+    return [ep.value for ep in _registered(group).get(name, [])]
 
 
 def environment_names() -> list[str]:
@@ -33,11 +49,16 @@ def backend_names() -> list[str]:
 def _load(group: str, name: str, what: str, key: str, origin: str) -> Any:
     if ":" in name:
         return _load_path(name, what, key, origin)
-    found = _names(group)
+    found = _registered(group)
     if name not in found:
         allowed = ", ".join(sorted(found)) or "none installed"
         raise ConfigError(f"{origin}: {key}: unknown {what} {name!r} (allowed: {allowed})")
-    return found[name].load()
+    if len(found[name]) > 1:
+        targets = ", ".join(ep.value for ep in found[name])
+        raise ConfigError(f"{origin}: {key}: {what} {name!r} is registered by more than one "
+                          f"installed package ({targets}); uninstall one, or give the class "
+                          "itself as package.module:Class")
+    return found[name][0].load()
 
 
 def _load_path(name: str, what: str, key: str, origin: str) -> Any:
@@ -57,17 +78,23 @@ def _load_path(name: str, what: str, key: str, origin: str) -> Any:
 
 def describe(group: str) -> list[tuple[str, str, str]]:
     """(name, where it comes from, first docstring line) of every registered plugin."""
-    rows = []
-    for name, ep in sorted(_names(group).items()):
-        try:
-            obj = ep.load()
-            module = importlib.import_module(obj.__module__)
-            doc = (module.__doc__ or obj.__doc__ or "").strip().splitlines()
-            summary = doc[0].replace("``", "") if doc else ""
-        except ImportError as exc:  # a broken plugin is listed, not fatal
-            summary = f"(cannot be loaded: {exc})"
-        rows.append((name, ep.value, summary))
+    rows: list[tuple[str, str, str]] = []
+    for name, eps in sorted(_registered(group).items()):
+        rows.extend(_row(name, ep, clash=len(eps) > 1) for ep in eps)
     return rows
+
+
+def _row(name: str, ep: Any, clash: bool) -> tuple[str, str, str]:
+    if clash:
+        return name, ep.value, "(name registered more than once: cannot be used by name)"
+    try:
+        obj = ep.load()
+        module = importlib.import_module(obj.__module__)
+        doc = (module.__doc__ or obj.__doc__ or "").strip().splitlines()
+        summary = doc[0].replace("``", "") if doc else ""
+    except ImportError as exc:  # a broken plugin is listed, not fatal
+        summary = f"(cannot be loaded: {exc})"
+    return name, ep.value, summary
 
 
 def environment_class(name: str, *, origin: str = "config") -> Any:

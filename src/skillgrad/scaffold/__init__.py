@@ -13,6 +13,7 @@ from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
 
+from skillgrad import registry
 from skillgrad.errors import SkillgradError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -28,6 +29,12 @@ def new_environment(name: str, parent: Path) -> Path:
         raise SkillgradError(
             f"env new {name!r}: a name is lower case letters, digits and _, starting with a "
             "letter (it becomes the config's env.name and a Python package name)"
+        )
+    taken = registry.claimed(registry.ENV_GROUP, name)
+    if taken:
+        raise SkillgradError(
+            f"env new {name!r}: an installed environment already has this name "
+            f"({', '.join(taken)}); choose another"
         )
     target = Path(parent) / name
     if target.exists() and any(target.iterdir()):
