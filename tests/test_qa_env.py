@@ -107,8 +107,14 @@ def test_config_errors(tmp_path: Path) -> None:
 
 def test_empty_split_names_split_and_file(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "tiny.jsonl", records(2))
-    with pytest.raises(DataError, match=r"tiny\.jsonl: split '\w+' is empty \(2 records"):
+    with pytest.raises(DataError, match=r"tiny\.jsonl: split '\w+' is empty \(2 records in 1 "
+                       r"group \(a group stays in one split\); env.split_ratio 0.6/0.2/0.2"):
         QAEnvironment.create(EnvCommon(), QAOptions(data_path=tmp_path / "tiny.jsonl"), tmp_path)
+    # enough records, too few groups: the message says which of the two is short
+    write_jsonl(tmp_path / "few.jsonl", [{**r, "group": f"g{i % 2}"}
+                                         for i, r in enumerate(records(10))])
+    with pytest.raises(DataError, match=r"is empty \(10 records in 2 groups"):
+        QAEnvironment.create(EnvCommon(), QAOptions(data_path=tmp_path / "few.jsonl"), tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -275,10 +275,17 @@ def load_splits(
     records = loader(path)
     splits = split_by_ratio(records, common.split_ratio, common.split_seed, group_of)
     ratio = "/".join(f"{r:g}" for r in common.split_ratio)
+    counted = f"{len(records)} records"
+    if group_of is not None:
+        keys = [group_of(r) for r in records]
+        grouped = {k for k in keys if k is not None}
+        if grouped:  # whole groups are split, so their number is what limits the splits
+            units = len(grouped) + sum(k is None for k in keys)
+            counted += f" in {units} group{'s' * (units != 1)} (a group stays in one split)"
     require_nonempty(
         splits,
         str(path),
-        hint=f"{len(records)} records, env.split_ratio {ratio}, env.split_seed "
+        hint=f"{counted}; env.split_ratio {ratio}, env.split_seed "
         f"{common.split_seed}; add records or change the ratio",
     )
     return splits
