@@ -128,6 +128,17 @@ def test_native_tool_calls_get_tool_messages() -> None:
     assert "1931" in tool_msg.text()
 
 
+@pytest.mark.parametrize("raw", ["", "  ", None])
+def test_native_calls_with_empty_arguments_mean_no_arguments(raw: str | None) -> None:
+    clock = Tool("clock", "The time.", {"type": "object", "properties": {}}, lambda: "noon")
+    call = {"id": "c1", "type": "function", "function": {"name": "clock", "arguments": raw}}
+    wrong = {**call, "function": {"name": "search", "arguments": raw}}
+    model = ScriptedModel([Completion(text="", tool_calls=[call, wrong]), Completion(text="x")])
+    episode = run_episode(model, SKILL, "q", [SEARCH, clock], mode="native")
+    assert episode.actions[0].ok and episode.actions[0].observation == "noon"
+    assert not episode.actions[1].ok and "missing query" in episode.actions[1].observation
+
+
 def test_native_tool_calls_over_http() -> None:
     def responder(body: dict[str, Any]) -> dict[str, Any]:
         last = body["messages"][-1]

@@ -187,7 +187,9 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
         known = ", ".join(sorted(tools))
         return Action(name, {}, f"error: there is no tool {name!r} (tools: {known})", ok=False)
     arguments = raw_arguments
-    if isinstance(raw_arguments, str):
+    if raw_arguments is None or isinstance(raw_arguments, str) and not raw_arguments.strip():
+        arguments = {}  # some endpoints send "" (or nothing) for a call without arguments
+    elif isinstance(raw_arguments, str):
         try:
             arguments = json.loads(raw_arguments)
         except json.JSONDecodeError as exc:
