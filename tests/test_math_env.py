@@ -20,6 +20,7 @@ from skillgrad.envs.math_env import (
     equivalent,
     final_answer,
     last_boxed,
+    parse_item,
 )
 from skillgrad.errors import DataError
 from skillgrad.models.scripted import ScriptedModel
@@ -48,6 +49,15 @@ def test_boxed_extraction_balances_braces() -> None:
     assert last_boxed("\\boxed{unclosed") is None
     assert final_answer("Work.\nAnswer: 12") == "12"
     assert final_answer("Thus\n$7$") == "7"
+
+
+def test_fbox_and_braceless_boxed_answers_as_in_the_math_data_set() -> None:
+    assert last_boxed("so the area is $\\fbox{$12\\pi$}$.") == "$12\\pi$"
+    assert last_boxed("The answer is $\\boxed 5$.") == "5"
+    assert last_boxed("\\boxed 7.") == "7"
+    assert last_boxed("\\boxedfoo and \\boxed .") is None
+    task = parse_item({"problem": "p", "solution": "Hence $\\fbox{\\frac{1}{2}}$."}, "x")
+    assert task.reference["answer"] == "\\frac{1}{2}"
 
 
 @pytest.mark.parametrize(

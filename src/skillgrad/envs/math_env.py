@@ -34,7 +34,8 @@ from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import ChatRequest, Message, RolloutResult, Task
 
-_BOXED = re.compile(r"\\boxed\s*\{")
+# \boxed{...} and \fbox{...} (the MATH data set uses both), and the brace-less \boxed 5
+_BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s${}]+))")
 BUNDLED = {"champ": "champ_integer.jsonl", "gsm_symbolic": "gsm_symbolic.jsonl"}
 
 
@@ -50,11 +51,15 @@ class MathOptions(EnvOptions):
 
 
 def last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` in ``text`` (braces balanced), or None."""
-    starts = [m.end() for m in _BOXED.finditer(text)]
-    if not starts:
+    """The content of the last ``\\boxed{...}`` or ``\\fbox{...}`` in ``text`` (braces
+    balanced; ``\\boxed 5`` without braces too), or None."""
+    matches = list(_BOXED.finditer(text))
+    if not matches:
         return None
-    depth, start = 1, starts[-1]
+    last = matches[-1]
+    if last.group(1) is not None:
+        return last.group(1).rstrip(".,;:") or None
+    depth, start = 1, last.end()
     for i in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
