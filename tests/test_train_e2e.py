@@ -96,6 +96,8 @@ def test_unparseable_optimizer_output_is_recorded_and_the_step_goes_on(toy_dir: 
     patches = json.loads((out / "steps" / "e01-s001" / "patches.json").read_text())
     assert patches and all(p["error"] and p["raw"] == "I would add a rule." for p in patches)
     assert set(decisions(out)) == {"skip"}
+    gate = json.loads((out / "steps" / "e01-s001" / "gate.json").read_text())
+    assert gate["reason"] == "no edit was proposed; the skill is unchanged"
     assert summary["edits"]["parse_errors"] > 0
     assert (out / "best_skill.md").read_text() == toy.INITIAL_SKILL
 

@@ -37,7 +37,6 @@ from skillgrad.propose import (
     size_refusal,
 )
 from skillgrad.records import (
-    ApplyReport,
     EpochUpdate,
     EvalScore,
     GateDecision,
@@ -140,7 +139,7 @@ class Trainer:
             self.run.write_json(folder / name, data)
         self.run.write_text(folder / "candidate.md", proposal.candidate)
         decision = self._stage("gate", None, lambda: self._gate(
-            proposal.candidate, proposal.refusal, proposal.score, _unapplied(proposal.report)))
+            proposal.candidate, proposal.refusal, proposal.score, _unchanged(proposal)))
         self.run.write_json(folder / "gate.json", decision)
 
         record = self._record(results, patches, proposal, decision, budget,
@@ -279,7 +278,7 @@ class Trainer:
         return make(skill, patches, budget, self.optimizer.for_stage, settings)
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
-              unapplied: str = "") -> GateDecision:
+              unchanged: str = "no change could be applied") -> GateDecision:
         s = self._require_state()
         rule = self.gate_rule
         common: dict[str, Any] = {"metric": rule.metric, "gated": rule.use_gate,
@@ -289,8 +288,7 @@ class Trainer:
             return GateDecision(decision="refused", reason=refusal, **common)
         if skill_hash(candidate) == s.current_hash:
             return GateDecision(decision="skip", **common,
-                                reason=f"no change could be applied{unapplied}; "
-                                "the skill is unchanged")
+                                reason=f"{unchanged}; the skill is unchanged")
         cand = known or self.evaluate(candidate, "val", self.val_tasks)
         current = self._known_score("val", s.current_hash)
         best = self._known_score("val", s.best_hash)
@@ -562,12 +560,13 @@ def _delta(decision: GateDecision) -> float | None:
     return decision.candidate - decision.current
 
 
-def _unapplied(report: ApplyReport | None) -> str:
-    """Why a step's edits left the skill as it was, for a skip's reason: ' (2 edits skipped:
-    anchor not found; duplicate content)', or '' when there were no edits to apply."""
+def _unchanged(proposal: Proposal) -> str:
+    """Why a step's candidate is the skill it started from, for a skip's reason: no edit was
+    proposed, or the edits did not apply (and why: anchor not found, duplicate content, ...)."""
+    report = proposal.report
     skipped = [o for o in report.outcomes if o.status == "skipped"] if report else []
     if not skipped:
-        return ""
+        return "no edit was proposed" if proposal.n_proposed == 0 else "no change could be applied"
     reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
     noun = "edit" if len(skipped) == 1 else "edits"
-    return f" ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
+    return f"no change could be applied ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
