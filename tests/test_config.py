@@ -261,6 +261,7 @@ def test_min_learning_rate_above_learning_rate(tmp_path: Path) -> None:
     path = write(tmp_path / "c.yaml", data)
     message = error_of(path)
     assert "min_learning_rate (3) must not exceed learning_rate (2)" in message
+    assert "Value error" not in message  # pydantic's wrapper is not shown
     assert message.startswith(str(path))  # not "defaults": the file set these keys
 
 

@@ -433,7 +433,8 @@ def _describe(
         return f"{where}: unknown key '{key}' (allowed here: {', '.join(allowed)})"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    return f"{where}: {key}: {err['msg']}{shown}"
+    message = str(err["msg"]).removeprefix("Value error, ")  # pydantic's wrapping of our own
+    return f"{where}: {key}: {message}{shown}"
 
 
 def _allowed_keys(model: type[BaseModel], path: list[str]) -> list[str]:
