@@ -96,6 +96,24 @@ def test_split_dir_mode(tmp_path: Path) -> None:
         QAEnvironment.create(common, QAOptions(), tmp_path)
 
 
+def test_split_dir_groups_shared_across_splits_are_warned_about(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rows = records(6)  # groups g0 = r0, r1; g1 = r2, r3; g2 = r4, r5
+    for split, part in (("train", rows[:3]), ("val", rows[3:4]), ("test", rows[4:])):
+        write_jsonl(tmp_path / f"{split}.jsonl", part)
+    common = EnvCommon(split_mode="split_dir", split_dir=Path("."))
+    with caplog.at_level("WARNING"):
+        env = QAEnvironment.create(common, QAOptions(), tmp_path)
+    assert len(env.tasks("val")) == 1  # a warning, not a refusal
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "the train and val splits share 1 group (g1); their scores are not independent"]
+    caplog.clear()
+    write_jsonl(tmp_path / "val.jsonl", [{**rows[3], "group": "g9"}])
+    with caplog.at_level("WARNING"):
+        QAEnvironment.create(common, QAOptions(), tmp_path)
+    assert not caplog.records
+
+
 def test_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="env.data_path is required"):
         QAEnvironment.create(EnvCommon(), QAOptions(), tmp_path)

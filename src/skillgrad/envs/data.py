@@ -17,6 +17,7 @@ A UTF-8 byte-order mark is tolerated; any other encoding is rejected.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,8 @@ from typing import Any, TypeVar
 from skillgrad.envs.base import SPLITS, EnvCommon, Split
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.skill import read_skill_file
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -268,7 +271,11 @@ def load_splits(
                 "env.data_path is not used when env.split_mode is 'split_dir'; remove it "
                 "or set env.split_mode to 'ratio'"
             )
-        return load_split_dir(resolve_path(common.split_dir, base_dir), loader)
+        folder = resolve_path(common.split_dir, base_dir)
+        loaded = load_split_dir(folder, loader)
+        if group_of is not None:
+            warn_shared_groups(loaded, group_of, folder)
+        return loaded
     if data_path is None:
         raise ConfigError("env.data_path is required when env.split_mode is 'ratio'")
     path = resolve_path(data_path, base_dir)
@@ -289,6 +296,26 @@ def load_splits(
         f"{common.split_seed}; add records or change the ratio",
     )
     return splits
+
+
+def warn_shared_groups(
+    splits: Mapping[Split, Sequence[T]], group_of: Callable[[T], str | None], source: Path
+) -> dict[tuple[Split, Split], list[str]]:
+    """Warn when splits the user made share a group (an article, a document, a template): the
+    gate's and the test's scores then partly measure what training saw. Returns the shared
+    keys per pair of splits. Not an error: published splits sometimes share groups on purpose."""
+    keys = {s: {k for k in map(group_of, splits[s]) if k is not None} for s in SPLITS}
+    shared: dict[tuple[Split, Split], list[str]] = {}
+    pairs: tuple[tuple[Split, Split], ...] = (("train", "val"), ("train", "test"), ("val", "test"))
+    for a, b in pairs:
+        common = sorted(keys[a] & keys[b])
+        if common:
+            shared[(a, b)] = common
+            shown = ", ".join(common[:3]) + (f" and {len(common) - 3} more" if len(common) > 3
+                                             else "")
+            log.warning("%s: the %s and %s splits share %d group%s (%s); their scores are not "
+                        "independent", source, a, b, len(common), "s" * (len(common) != 1), shown)
+    return shared
 
 
 class SplitTasksMixin:
