@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from skillgrad.build import build_trainer
+from skillgrad.build import build_environment, build_trainer
 from skillgrad.config import load_config
 from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
@@ -104,6 +104,18 @@ def test_bad_items_name_the_file_and_item(tmp_path: Path, item: dict[str, Any],
     common = EnvCommon(name="mcq", split_ratio=(0.5, 0.25, 0.25))
     with pytest.raises(DataError, match=f"bad.json: item 0: .*{problem}"):
         MCQEnvironment.create(common, MCQOptions(data_path=path), tmp_path)
+
+
+def test_a_repeated_task_id_is_refused_when_the_environment_is_built(tmp_path: Path) -> None:
+    items = json.loads(FIXTURE.read_text())
+    first = items[0]
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps([first, {**items[1], "id": first["id"]}, *items[2:]]))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"env": {
+        "name": "mcq", "data_path": str(path), "split_ratio": [0.5, 0.25, 0.25]}}))
+    with pytest.raises(DataError, match=f"env mcq: task id '{first['id']}' is in the (train|val|"
+                       "test) split and again in (train|val|test); task ids must be unique"):
+        build_environment(load_config(tmp_path / "c.yaml"))
 
 
 ANSWERS: dict[str, str] = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 from skillgrad import registry
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
-from skillgrad.envs.base import EnvCommon, Environment
-from skillgrad.errors import ConfigError
+from skillgrad.envs.base import SPLITS, EnvCommon, Environment, Split
+from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.models.client import EndpointLimits, ModelClient
 from skillgrad.models.store import Recording, ReplayModel, ResponseCache
@@ -26,7 +26,22 @@ def build_environment(resolved: ResolvedConfig) -> Environment:
     check_target_vision(resolved, env_cls)
     common = EnvCommon.model_validate({k: getattr(env, k) for k in EnvCommon.model_fields})
     environment: Environment = env_cls.create(common, resolved.env_options, resolved.base_dir)
+    check_task_ids(environment, env.name)
     return environment
+
+
+def check_task_ids(environment: Environment, name: str) -> None:
+    """Refuse an environment whose task ids repeat, within a split or across splits: scores,
+    the gate's paired test, the rollout cache and resume are all keyed by task id, so a repeat
+    would silently merge two tasks (or leak a training task into the test)."""
+    seen: dict[str, Split] = {}
+    for split in SPLITS:
+        for task in environment.tasks(split):
+            if task.id in seen:
+                raise DataError(
+                    f"env {name}: task id {task.id!r} is in the {seen[task.id]} split and again "
+                    f"in {split}; task ids must be unique")
+            seen[task.id] = split
 
 
 def check_target_vision(resolved: ResolvedConfig, env_cls: object) -> None:
