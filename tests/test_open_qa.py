@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from skillgrad.build import build_trainer
+from skillgrad.build import build_environment, build_trainer
 from skillgrad.config import load_config
 from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.open_qa import OpenQAEnvironment, OpenQAOptions, load_squad
-from skillgrad.errors import DataError
+from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.records import ChatRequest, Completion
 
@@ -155,3 +155,30 @@ def test_one_epoch_of_training_learns_to_search(tmp_path: Path, env: OpenQAEnvir
     assert summary["test"]["initial"]["hard"] == 0.0
     assert summary["test"]["best"]["hard"] > 0.6
     assert SEARCH_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+
+
+@pytest.mark.parametrize("backend", ["embedded", "command", "handoff"])
+def test_native_tool_mode_with_a_target_without_tool_calling_is_refused(
+        tmp_path: Path, backend: str) -> None:
+    """The tools would never reach such a model: an error, not episodes without actions."""
+    target: dict[str, Any] = {"backend": backend}
+    if backend == "command":
+        target["argv"] = ["agent"]
+
+    def config(mode: str) -> Path:
+        path = tmp_path / f"{mode}.yaml"
+        path.write_text(yaml.safe_dump({"env": {"name": "open_qa", "tool_mode": mode},
+                                        "model": {"target": target}}))
+        return path
+
+    with pytest.raises(ConfigError, match=f"env.tool_mode 'native' needs a target with native "
+                       f"tool calling, but model.target.backend '{backend}' has none"):
+        build_environment(load_config(config("native")))
+    assert build_environment(load_config(config("text"))).tasks("test")
+
+
+def test_native_tool_mode_with_a_scripted_target_builds(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        "env": {"name": "open_qa", "tool_mode": "native"},
+        "model": {"target": {"backend": "scripted", "default": "x"}}}))
+    assert build_environment(load_config(tmp_path / "c.yaml")).tasks("test")

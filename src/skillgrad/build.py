@@ -24,10 +24,27 @@ def build_environment(resolved: ResolvedConfig) -> Environment:
     env = resolved.config.env
     env_cls = registry.environment_class(env.name)
     check_target_vision(resolved, env_cls)
+    check_target_tools(resolved)
     common = EnvCommon.model_validate({k: getattr(env, k) for k in EnvCommon.model_fields})
     environment: Environment = env_cls.create(common, resolved.env_options, resolved.base_dir)
     check_task_ids(environment, env.name)
     return environment
+
+
+def check_target_tools(resolved: ResolvedConfig) -> None:
+    """Refuse ``tool_mode: native`` with a target backend that has no native tool calling
+    (``accepts_tools = False``): the tools would never reach the model, and every episode would
+    end without a single action. A backend that does not say is trusted to have it."""
+    if getattr(resolved.env_options, "tool_mode", None) != "native":
+        return
+    name = resolved.config.model.target.backend
+    backend = registry.backend_class(name, key="model.target.backend")
+    if getattr(backend, "accepts_tools", True):
+        return
+    raise ConfigError(
+        f"env.tool_mode 'native' needs a target with native tool calling, but "
+        f"model.target.backend {name!r} has none; use env.tool_mode: text (the plain-text "
+        "action protocol) or an openai_compatible endpoint as the target")
 
 
 def check_task_ids(environment: Environment, name: str) -> None:

@@ -355,6 +355,7 @@ class CommandBackend:
 
     Options = CommandOptions
     accepts_images = False  # the task reaches the program as text only (see build.py)
+    accepts_tools = False  # and its reply is text: no native tool calls
 
     @classmethod
     def create(cls, options: CommandOptions, base_dir: Path) -> CommandModel:

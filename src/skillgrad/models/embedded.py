@@ -139,6 +139,7 @@ class EmbeddedBackend:
 
     Options = EmbeddedOptions
     accepts_images = False  # llama.cpp's text models here have no vision (see build.py)
+    accepts_tools = False  # no native tool calling: environments use the text protocol
 
     @classmethod
     def create(cls, options: EmbeddedOptions, base_dir: Path) -> EmbeddedModel:

@@ -116,6 +116,7 @@ class HandoffBackend:
     """Registry entry of ``backend: handoff``."""
 
     Options = HandoffOptions
+    accepts_tools = False  # an answer is text: no native tool calls (see build.py)
 
     @classmethod
     def create(cls, options: HandoffOptions, base_dir: Path) -> HandoffModel:
