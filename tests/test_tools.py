@@ -4,16 +4,21 @@ over HTTP through the openai_compatible backend)."""
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from skillgrad.envs.tools import Tool, ToolError, run_episode, text_protocol
-from skillgrad.errors import ScriptExhausted
+from skillgrad.errors import FatalModelError, ScriptExhausted
+from skillgrad.models.command import CommandBackend, CommandOptions
+from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
+from skillgrad.models.handoff import HandoffBackend, HandoffOptions
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion
+from skillgrad.records import ChatRequest, Completion, Message
 from skillgrad.testing import FakeOpenAIServer, completion_body
 
 PAGES = {"heron": "The Amber Heron was launched in 1931.", "plover": "The Grey Plover sank."}
@@ -170,3 +175,35 @@ def test_requests_are_plain_chat_requests() -> None:
     run_episode(model, SKILL, "q", [SEARCH], max_tokens=50, temperature=0.0)
     request: ChatRequest = model.calls[0]
     assert request.max_tokens == 50 and request.temperature == 0.0
+
+
+def test_backends_without_tool_calling_refuse_tools_instead_of_dropping_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+
+    class FakeLlama:  # stands in for llama_cpp.Llama: no weights are loaded
+        def __init__(self, **kwargs: Any) -> None:
+            pass
+
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            calls.append(kwargs)
+            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    marker = tmp_path / "ran"
+    models = {
+        "embedded model": EmbeddedBackend.create(EmbeddedOptions(model_path=Path("m.gguf")),
+                                                 tmp_path),
+        "command backend": CommandBackend.create(CommandOptions(argv=[
+            sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"]), tmp_path),
+        "handoff backend": HandoffBackend.create(HandoffOptions(dir=Path("h")), tmp_path),
+    }
+    request = ChatRequest(messages=(Message(role="user", content="q"),),
+                          tools=(SEARCH.openai_spec(),))
+    for who, model in models.items():
+        with pytest.raises(FatalModelError, match=f"^{who} has no native tool calling: the "
+                           r"request offers tools \(search\)"):
+            model.complete(request)
+    assert calls == [] and not marker.exists()
+    assert not list((tmp_path / "h").rglob("*.json"))  # nothing asked of a person either

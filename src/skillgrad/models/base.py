@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from skillgrad.errors import FatalModelError
 from skillgrad.records import ChatRequest, Completion
 
 
@@ -33,3 +34,15 @@ def non_text_parts(request: ChatRequest) -> list[str]:
     return [str(part.get("type", "?")) for message in request.messages
             if not isinstance(message.content, str)
             for part in message.content if part.get("type", "text") != "text"]
+
+
+def refuse_tools(request: ChatRequest, backend: str) -> None:
+    """Raise :class:`~skillgrad.errors.FatalModelError` when ``request`` offers native tools to
+    a backend without tool calling: dropping them would leave the model unable to act, and its
+    episodes would be scored as if it had chosen not to. build.py refuses such a config before
+    a run; this guards direct use."""
+    if request.tools:
+        names = ", ".join(str(t.get("function", {}).get("name", "?")) for t in request.tools)
+        raise FatalModelError(
+            f"{backend} has no native tool calling: the request offers tools ({names}); use the "
+            "plain-text action protocol (env.tool_mode: text) or an openai_compatible target")

@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
-from skillgrad.models.base import non_text_parts
+from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.records import ChatRequest, Completion, Message, Usage
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ class CommandModel:
                 f"command backend is text only: the request carries {len(parts)} non-text "
                 f"part(s) ({', '.join(sorted(set(parts)))}) that {self._program} would never "
                 "see; use a vision-capable target (backend: openai_compatible)")
+        refuse_tools(request, "command backend")
         opts = self._options
         skill = "\n\n".join(m.text() for m in request.messages if m.role == "system")
         task = task_text(request.messages)

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillgrad.errors import ConfigError, DataError, FatalModelError
-from skillgrad.models.base import non_text_parts
+from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
 from skillgrad.records import ChatRequest, Completion, Message, Usage
 
@@ -88,6 +88,7 @@ class EmbeddedModel:
                 f"embedded model has no vision: the request carries {len(parts)} non-text "
                 f"part(s) ({', '.join(sorted(set(parts)))}); use a vision-capable target "
                 "(backend: openai_compatible)")
+        refuse_tools(request, "embedded model")
         o = self.options
         kwargs: dict[str, Any] = {
             "messages": [_message(m) for m in request.messages],

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillgrad.errors import AnswersPending, FatalModelError
+from skillgrad.models.base import refuse_tools
 from skillgrad.records import ChatRequest, Completion, Usage
 from skillgrad.rundir import atomic_write_text
 
@@ -56,6 +57,7 @@ class HandoffModel:
             (folder / stale).unlink(missing_ok=True)
 
     def complete(self, request: ChatRequest) -> Completion:
+        refuse_tools(request, "handoff backend")
         cid = call_id(request)
         answer = self._answer(cid)
         if answer is not None:
