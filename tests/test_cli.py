@@ -13,6 +13,7 @@ import pytest
 from conftest import toy_config
 
 from skillgrad import __version__
+from skillgrad.skill import skill_hash
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,6 +74,24 @@ def test_eval_scores_a_skill_and_writes_a_summary(quickstart: Path) -> None:
     train_summary = json.loads((quickstart / "run" / "summary.json").read_text())
     assert summary["hard"] == train_summary["test"]["best"]["hard"]
     assert summary["n"] == train_summary["test"]["best"]["n"]
+
+
+def test_eval_of_the_initial_skill_and_of_no_skill(quickstart: Path) -> None:
+    proc = cli("eval", "quickstart/scripted.yaml", "--initial", cwd=quickstart)
+    assert proc.returncode == 0, proc.stderr
+    initial = json.loads(next((quickstart / "runs").glob("eval-scripted-test-initial/"
+                                                         "eval_summary.json")).read_text())
+    state = json.loads((quickstart / "run" / "checkpoint.json").read_text())
+    train_summary = json.loads((quickstart / "run" / "summary.json").read_text())
+    assert initial["skill_hash"] == state["initial_hash"]
+    assert initial["soft"] == train_summary["test"]["initial"]["soft"]
+    proc = cli("eval", "quickstart/scripted.yaml", "--no-skill", "--out", "none", cwd=quickstart)
+    assert proc.returncode == 0, proc.stderr
+    none = json.loads((quickstart / "none" / "eval_summary.json").read_text())
+    assert none["skill_hash"] == skill_hash("") and none["n"] == initial["n"]
+    for args in ((), ("--initial", "--no-skill"), ("--skill", "run/best_skill.md", "--initial")):
+        line = one_line_error(cli("eval", "quickstart/scripted.yaml", *args, cwd=quickstart))
+        assert line == "error: eval: give exactly one of --skill FILE, --initial or --no-skill"
 
 
 def test_set_overrides_reach_the_run(toy_dir: Path) -> None:

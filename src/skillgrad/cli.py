@@ -136,20 +136,30 @@ def train(
 @app.command("eval")
 def eval_(
     config: ConfigArg,
-    skill: Annotated[Path, typer.Option("--skill", help="Skill markdown file to score.")],
+    skill: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--skill", help="Skill markdown file to score.")] = None,
+    initial: Annotated[bool, typer.Option(
+        "--initial", help="Score the skill training starts from (env.skill_init, else the "
+        "environment's shipped one).")] = False,
+    no_skill: Annotated[bool, typer.Option(
+        "--no-skill", help="Score the target with no skill at all (the baseline).")] = False,
     split: Annotated[str, typer.Option(help="train, val or test.")] = "test",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Where eval_summary.json goes.")] = None,  # noqa: UP045
     set_: SetOpt = None,
 ) -> None:
-    """Score a skill on one split and write eval_summary.json."""
+    """Score a skill (--skill FILE, --initial or --no-skill) on one split and write
+    eval_summary.json."""
     from skillgrad.evaluate import evaluate_skill
     from skillgrad.skill import read_skill_file, skill_hash
 
     if split not in ("train", "val", "test"):
         raise SkillgradError(f"--split: {split!r} is not a split (allowed: train, val, test)")
+    if (skill is not None) + initial + no_skill != 1:
+        raise SkillgradError("eval: give exactly one of --skill FILE, --initial or --no-skill")
     resolved = load_config(config, set_ or [])
-    text = read_skill_file(skill)
-    folder = out or Path("runs") / f"eval-{config.stem}-{split}-{skill_hash(text)[:8]}"
+    text = read_skill_file(skill) if skill is not None else "" if no_skill else None
+    label = "initial" if text is None else "no-skill" if no_skill else skill_hash(text)[:8]
+    folder = out or Path("runs") / f"eval-{config.stem}-{split}-{label}"
     with _progress() as progress:
         task = progress.add_task(f"eval {split}", total=None)
         summary = evaluate_skill(resolved, text, split, folder,

@@ -20,7 +20,7 @@ from skillgrad.summary import model_usage
 
 def evaluate_skill(
     resolved: ResolvedConfig,
-    skill: str,
+    skill: str | None,
     split: str,
     out: Path,
     *,
@@ -28,8 +28,12 @@ def evaluate_skill(
 ) -> dict[str, Any]:
     """Roll the skill out on every task of ``split`` and write ``eval_summary.json``.
 
-    Model calls are journaled in ``out``, so an interrupted evaluation resumes for free."""
+    ``skill`` None scores the skill a training run would start from (``env.skill_init``, else
+    the environment's shipped one); ``""`` scores no skill at all, the baseline. Model calls
+    are journaled in ``out``, so an interrupted evaluation resumes for free."""
     env = build_environment(resolved)
+    if skill is None:
+        skill = env.initial_skill()
     tasks = env.tasks(split)  # type: ignore[arg-type]
     if not tasks:
         raise DataError(f"the {split} split is empty")
