@@ -51,3 +51,23 @@ def toy_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "toy"
     folder.mkdir()
     return folder
+
+
+@pytest.fixture
+def fake_llama(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """llama_cpp.Llama replaced by a stand-in that loads no weights and answers "ok"; returns
+    the keyword arguments of every create_chat_completion call, to check what reached it."""
+    import types
+
+    calls: list[dict[str, Any]] = []
+
+    class FakeLlama:
+        def __init__(self, **kwargs: Any) -> None:
+            pass
+
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            calls.append(kwargs)
+            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    return calls

@@ -10,7 +10,6 @@ import json
 import re
 import struct
 import sys
-import types
 import zlib
 from pathlib import Path
 from typing import Any
@@ -335,18 +334,8 @@ def _image_request() -> ChatRequest:
 
 
 def test_embedded_backend_refuses_images_in_one_line(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, Any]] = []
-
-    class FakeLlama:  # stands in for llama_cpp.Llama: no weights are loaded
-        def __init__(self, **kwargs: Any) -> None:
-            pass
-
-        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
-            calls.append(kwargs)
-            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
-
-    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+                                                     fake_llama: list[dict[str, Any]]) -> None:
+    calls = fake_llama
     from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
 
     (tmp_path / "m.gguf").write_bytes(b"GGUF")

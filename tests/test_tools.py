@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +177,8 @@ def test_requests_are_plain_chat_requests() -> None:
 
 
 def test_backends_without_tool_calling_refuse_tools_instead_of_dropping_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, Any]] = []
-
-    class FakeLlama:  # stands in for llama_cpp.Llama: no weights are loaded
-        def __init__(self, **kwargs: Any) -> None:
-            pass
-
-        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
-            calls.append(kwargs)
-            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
-
-    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+        tmp_path: Path, fake_llama: list[dict[str, Any]]) -> None:
+    calls = fake_llama
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     marker = tmp_path / "ran"
     models = {

@@ -37,9 +37,8 @@ def check_target_tools(resolved: ResolvedConfig) -> None:
     end without a single action. A backend that does not say is trusted to have it."""
     if getattr(resolved.env_options, "tool_mode", None) != "native":
         return
-    name = resolved.config.model.target.backend
-    backend = registry.backend_class(name, key="model.target.backend")
-    if getattr(backend, "accepts_tools", True):
+    name = _target_without(resolved, "accepts_tools")
+    if name is None:
         return
     raise ConfigError(
         f"env.tool_mode 'native' needs a target with native tool calling, but "
@@ -68,14 +67,21 @@ def check_target_vision(resolved: ResolvedConfig, env_cls: object) -> None:
     OpenAI-compatible server may serve a vision model)."""
     if not getattr(env_cls, "needs_vision", False):
         return
-    name = resolved.config.model.target.backend
-    backend = registry.backend_class(name, key="model.target.backend")
-    if getattr(backend, "accepts_images", True):
+    name = _target_without(resolved, "accepts_images")
+    if name is None:
         return
     raise ConfigError(
         f"env.name {resolved.config.env.name!r} sends images to the target, but "
         f"model.target.backend {name!r} has no vision (text only); use a vision-capable model "
         "through backend openai_compatible")
+
+
+def _target_without(resolved: ResolvedConfig, capability: str) -> str | None:
+    """The target backend's name when its class declares ``capability`` False (a backend that
+    does not say is trusted to have it), else None."""
+    name = resolved.config.model.target.backend
+    backend = registry.backend_class(name, key="model.target.backend")
+    return None if getattr(backend, capability, True) else name
 
 
 def build_clients(

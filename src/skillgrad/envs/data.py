@@ -300,22 +300,19 @@ def load_splits(
 
 def warn_shared_groups(
     splits: Mapping[Split, Sequence[T]], group_of: Callable[[T], str | None], source: Path
-) -> dict[tuple[Split, Split], list[str]]:
+) -> None:
     """Warn when splits the user made share a group (an article, a document, a template): the
-    gate's and the test's scores then partly measure what training saw. Returns the shared
-    keys per pair of splits. Not an error: published splits sometimes share groups on purpose."""
+    gate's and the test's scores then partly measure what training saw. Not an error:
+    published splits sometimes share groups on purpose."""
     keys = {s: {k for k in map(group_of, splits[s]) if k is not None} for s in SPLITS}
-    shared: dict[tuple[Split, Split], list[str]] = {}
     pairs: tuple[tuple[Split, Split], ...] = (("train", "val"), ("train", "test"), ("val", "test"))
     for a, b in pairs:
         common = sorted(keys[a] & keys[b])
         if common:
-            shared[(a, b)] = common
             shown = ", ".join(common[:3]) + (f" and {len(common) - 3} more" if len(common) > 3
                                              else "")
             log.warning("%s: the %s and %s splits share %d group%s (%s); their scores are not "
                         "independent", source, a, b, len(common), "s" * (len(common) != 1), shown)
-    return shared
 
 
 class SplitTasksMixin:
