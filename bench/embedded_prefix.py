@@ -27,7 +27,7 @@ from rich.table import Table
 from skillgrad.build import build_environment
 from skillgrad.config import load_config
 from skillgrad.models.embedded import EmbeddedBackend, EmbeddedModel, EmbeddedOptions
-from skillgrad.records import ChatRequest, Message
+from skillgrad.models.messages import ChatRequest, Message
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"

@@ -23,7 +23,7 @@ from rich.table import Table
 from skillgrad.build import build_environment
 from skillgrad.config import load_config
 from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
-from skillgrad.rollout import rollout, score
+from skillgrad.stages.rollout import rollout, score
 
 
 def main() -> None:

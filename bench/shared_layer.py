@@ -22,9 +22,10 @@ from rich.table import Table
 
 from skillgrad.envs.qa import QAEnvironment
 from skillgrad.models.client import CallJournal, ModelClient
+from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
-from skillgrad.records import ChatRequest, Message, Task
-from skillgrad.rollout import rollout
+from skillgrad.records import Task
+from skillgrad.stages.rollout import rollout
 from skillgrad.testing import FakeOpenAIServer
 
 

@@ -18,8 +18,8 @@ from skillgrad.build import build_environment, build_trainer
 from skillgrad.config import load_config
 from skillgrad.errors import AnswersPending, ConfigError, ModelError, RunStopped
 from skillgrad.models.accounting import BudgetExhausted
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion
 from skillgrad.rundir import read_jsonl
 
 HANDOFF_TARGET = {"target": {"backend": "handoff", "dir": "handoff"},

@@ -9,8 +9,8 @@ import pytest
 
 from skillgrad.errors import FatalModelError, ModelError, TransientModelError
 from skillgrad.models.client import CallJournal, Meter, ModelClient, StageMeter, strip_think
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion, Message, Usage
 
 
 def request(text: str = "hello") -> ChatRequest:

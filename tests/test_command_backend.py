@@ -20,7 +20,7 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.base import ChatModel
 from skillgrad.models.command import CommandBackend, CommandModel, CommandOptions
-from skillgrad.records import ChatRequest, Message, Usage
+from skillgrad.models.messages import ChatRequest, Message, Usage
 
 SKILL = "# Skill\n\nAlways answer in French.\n"
 NASTY = "$(touch pwned) ; rm -rf / && echo \"hi\" | cat > x; `id` 'q' {task} {workspace} * ?"

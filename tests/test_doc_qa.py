@@ -10,19 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 from pydantic import ValidationError
 
-from skillgrad.build import build_trainer
-from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.doc_qa import DocQAEnvironment, DocQAOptions, load_collection
 from skillgrad.envs.doc_qa.answers import parse_numbers, score_answer
 from skillgrad.envs.doc_qa.reports import generate_reports
 from skillgrad.errors import ConfigError, DataError
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion, Task
+from skillgrad.records import Task
 
 ENV_NAME = "skillgrad.envs.doc_qa:DocQAEnvironment"
 READ_RULE = "Search first, then read the section the search points to, then answer."
@@ -305,30 +303,11 @@ def doc_qa_target(request: ChatRequest) -> str:
     return "ANSWER: unknown"
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if READ_RULE in skill or "it never searched" not in tasks:
-        return {"reasoning": "nothing to add", "edits": []}
-    return {"reasoning": "the agent answers without looking",
-            "edits": [{"op": "append", "content": READ_RULE, "support": 4}]}
-
-
-doc_qa_optimizer = scripted_optimizer(_propose)
+doc_qa_optimizer = rule_optimizer(READ_RULE, support=4, cue="it never searched")
 
 
 def test_one_epoch_of_training_learns_to_read(tmp_path: Path, env: DocQAEnvironment) -> None:
     ORACLE.update({t.prompt: t.reference for s in SPLITS for t in env.tasks(s)})
-    config = {
-        "env": {"name": ENV_NAME},
-        "model": {"target": {"backend": "scripted", "function": "test_doc_qa:doc_qa_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_doc_qa:doc_qa_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 8, "steps_per_epoch": 2},
-        "gradient": {"minibatch_size": 8, "failure_only": True},
-        "evaluation": {"sel_env_num": 16, "test_env_num": 16},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] > 0.5
-    assert READ_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    train_end_to_end(tmp_path, one_epoch({"name": ENV_NAME}, 8, steps_per_epoch=2, eval_tasks=16),
+                     target="test_doc_qa:doc_qa_target", optimizer="test_doc_qa:doc_qa_optimizer",
+                     rule=READ_RULE, best_above=0.5)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import re
 import struct
 import sys
 import zlib
@@ -16,19 +15,19 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 
-from skillgrad.build import build_environment, build_trainer
+from skillgrad.build import build_environment
 from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.docvqa import DocVQAEnvironment, DocVQAOptions, load_docvqa
 from skillgrad.envs.scoring import anls, levenshtein
 from skillgrad.errors import ConfigError, DataError, FatalModelError, ScriptExhausted
 from skillgrad.models.command import CommandBackend, CommandOptions
+from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.models.store import request_key
-from skillgrad.records import ChatRequest, Completion, Message
 from skillgrad.testing import FakeOpenAIServer
 
 COPY_RULE = "Answer with the exact text printed on the page, nothing else."
@@ -401,14 +400,7 @@ def docvqa_target(request: ChatRequest) -> str:
     return f"Answer: {gold}" if COPY_RULE in skill else f"The document says the total is {gold}."
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if COPY_RULE in skill or not re.search(r"plus extra words", tasks):
-        return {"reasoning": "nothing to add", "edits": []}
-    return {"reasoning": "answers are sentences; ANLS compares the whole string",
-            "edits": [{"op": "append", "content": COPY_RULE, "support": 4}]}
-
-
-docvqa_optimizer = scripted_optimizer(_propose)
+docvqa_optimizer = rule_optimizer(COPY_RULE, support=4, cue="plus extra words")
 
 
 def test_one_epoch_of_training_learns_to_copy_the_answer(tmp_path: Path) -> None:
@@ -416,18 +408,7 @@ def test_one_epoch_of_training_learns_to_copy_the_answer(tmp_path: Path) -> None
     env = make_env(path, tmp_path)
     ORACLE.update({t.prompt: t.reference["answers"] for s in ("train", "val", "test")
                    for t in env.tasks(s)})
-    config = {
-        "env": {"name": ENV_NAME, "data_path": "val/val_v1.0.json"},
-        "model": {"target": {"backend": "scripted", "function": "test_docvqa:docvqa_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_docvqa:docvqa_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 8, "steps_per_epoch": 2},
-        "gradient": {"minibatch_size": 8, "failure_only": True},
-        "evaluation": {"sel_env_num": 12, "test_env_num": 12},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert COPY_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    config = one_epoch({"name": ENV_NAME, "data_path": "val/val_v1.0.json"}, 8,
+                       steps_per_epoch=2, eval_tasks=12)
+    train_end_to_end(tmp_path, config, target="test_docvqa:docvqa_target",
+                     optimizer="test_docvqa:docvqa_optimizer", rule=COPY_RULE)

@@ -183,15 +183,15 @@ def test_real_target_answers_a_task_and_follows_the_skill(real_model) -> None:  
 
 
 def test_real_optimizer_reply_is_schema_constrained_json(real_model) -> None:  # type: ignore[no-untyped-def]
-    from skillgrad.records import Message
-    from skillgrad.reflect import PatchReply
-    from skillgrad.structured import ask_json
+    from skillgrad.models.ask_json import ask_json
+    from skillgrad.models.messages import Message
+    from skillgrad.stages.replies import PatchReply
 
     prompt = ("A skill says: 'Answer the question.' The agent answered 'The ship was launched "
               "in 1931.' but only '1931' was accepted. Propose one edit to the skill. Reply "
               'with one JSON object: {"reasoning": "...", "edits": [{"op": "append", '
               '"content": "<instruction>", "anchor": "", "support": 1, "rationale": "<why>"}]}')
-    reply = ask_json(real_model, [Message(role="user", content=prompt)], PatchReply,
+    reply = ask_json(real_model, [Message(role="user", content=prompt)], PatchReply, kind="test",
                      max_tokens=200, temperature=0.0)
     assert reply.error is None and reply.value is not None, reply.raw
     assert reply.attempts == 1  # the grammar made the first reply parse
@@ -204,10 +204,11 @@ def test_real_optimizer_serves_the_training_ii_calls(real_model) -> None:  # typ
     """The skill-aware analyst, the autonomous learning rate and a rewrite, on the real model."""
     import random
 
-    from skillgrad.records import Edit, Message, RolloutResult, Suggestion
-    from skillgrad.reflect import ReflectSettings, reflect
-    from skillgrad.rewrite import rewrite_document
-    from skillgrad.selection import SelectSettings, decide_rate
+    from skillgrad.models.messages import Message
+    from skillgrad.records import Edit, RolloutResult, Suggestion
+    from skillgrad.stages.reflect import ReflectSettings, reflect
+    from skillgrad.stages.rewrite import rewrite_document
+    from skillgrad.stages.select import SelectSettings, decide_rate
 
     skill = ("# Reading comprehension\n\nAnswer with only the exact words from the context.\n\n"
              "<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->\n")

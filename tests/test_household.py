@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 
 def _installed(module: str) -> bool:
@@ -32,9 +31,8 @@ if _MISSING:
                     '(pip install "skillgrad[household]")', pytrace=False)
     pytest.skip(f"household needs {', '.join(_MISSING)}", allow_module_level=True)
 
-from skillgrad.build import build_trainer  # noqa: E402
-from skillgrad.config import load_config  # noqa: E402
-from skillgrad.demo import scripted_optimizer  # noqa: E402
+from e2e import one_epoch, rule_optimizer, train_end_to_end  # noqa: E402
+
 from skillgrad.envs.base import EnvCommon  # noqa: E402
 from skillgrad.envs.household import (  # noqa: E402
     ALFWorldEnvironment,
@@ -53,8 +51,9 @@ from skillgrad.envs.household.generate import (  # noqa: E402
     problem_pddl,
 )
 from skillgrad.errors import DataError  # noqa: E402
+from skillgrad.models.messages import ChatRequest, Completion  # noqa: E402
 from skillgrad.models.scripted import ScriptedModel  # noqa: E402
-from skillgrad.records import ChatRequest, Completion, Task  # noqa: E402
+from skillgrad.records import Task  # noqa: E402
 
 SPLITS = ("train", "val", "test")
 
@@ -313,34 +312,15 @@ def household_target(request: ChatRequest) -> str:
     return route[done] if done < len(route) else "look"
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if ROUTE_RULE in skill or "repeated 'look'" not in tasks:
-        return {"reasoning": "nothing to add", "edits": []}
-    return {"reasoning": "the agent only looks around and never picks anything up",
-            "edits": [{"op": "append", "content": ROUTE_RULE, "support": 1}]}
-
-
-household_optimizer = scripted_optimizer(_propose)
+household_optimizer = rule_optimizer(ROUTE_RULE, support=1, cue="repeated 'look'")
 
 
 def test_one_epoch_of_training_learns_to_act(tmp_path: Path, env: HouseholdEnvironment) -> None:
     WALKTHROUGHS.update({t.reference["goal"]: t.reference["walkthrough"]
                          for s in SPLITS for t in env.tasks(s)})  # type: ignore[arg-type]
-    config = {
-        # Short games keep the run fast: these two task types take at most 5 commands.
-        "env": {"name": "skillgrad.envs.household:HouseholdEnvironment", "max_steps": 5,
-                "task_types": ["pick_and_place_simple", "look_at_obj_in_light"]},
-        "model": {"target": {"backend": "scripted",
-                             "function": "test_household:household_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_household:household_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 1, "steps_per_epoch": 1},
-        "gradient": {"minibatch_size": 1, "failure_only": True},
-        "evaluation": {"sel_env_num": 1, "test_env_num": 1},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert ROUTE_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    # Short games keep the run fast: these two task types take at most 5 commands.
+    config = one_epoch({"name": "skillgrad.envs.household:HouseholdEnvironment", "max_steps": 5,
+                        "task_types": ["pick_and_place_simple", "look_at_obj_in_light"]}, 1,
+                       steps_per_epoch=1, eval_tasks=1)
+    train_end_to_end(tmp_path, config, target="test_household:household_target",
+                     optimizer="test_household:household_optimizer", rule=ROUTE_RULE)

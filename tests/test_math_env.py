@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 
-from skillgrad.build import build_trainer
-from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
-from skillgrad.envs.math_env import (
+from skillgrad.envs.math.env import (
     MathEnvironment,
     MathOptions,
     equivalent,
@@ -23,8 +20,8 @@ from skillgrad.envs.math_env import (
     parse_item,
 )
 from skillgrad.errors import DataError
+from skillgrad.models.messages import ChatRequest
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "math" / "math_items.jsonl"
 RULE = "Put the final answer in \\boxed{}."
@@ -110,35 +107,18 @@ def math_target(request: ChatRequest) -> str:
     return f"Step by step, I get {answer} more or less.\nThat is all my work."
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if RULE in skill:
-        return {"reasoning": "covered", "edits": []}
-    return {"reasoning": "no boxed answers", "edits": [{"op": "append", "content": RULE,
-                                                         "support": 3}]}
-
-
-math_optimizer = scripted_optimizer(_propose)
+math_optimizer = rule_optimizer(RULE, support=3)
 
 
 def test_one_epoch_of_training(tmp_path: Path) -> None:
     env = make_env()
     GOLD.update({t.prompt: t.reference["answer"] for s in ("train", "val", "test")
                  for t in env.tasks(s)})
-    (tmp_path / "skill.md").write_text("# Math\n\nSolve the problem.\n")
-    config = {
-        "env": {"name": "math", "data_path": str(FIXTURE), "split_ratio": [0.5, 0.25, 0.25],
-                "skill_init": "skill.md"},
-        "model": {"target": {"backend": "scripted", "function": "test_math_env:math_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_math_env:math_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 4},
-        "gradient": {"minibatch_size": 4, "failure_only": True},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
+    config = one_epoch({"name": "math", "data_path": str(FIXTURE),
+                        "split_ratio": [0.5, 0.25, 0.25]}, 4)
+    train_end_to_end(tmp_path, config, skill="# Math\n\nSolve the problem.\n",
+                     target="test_math_env:math_target", optimizer="test_math_env:math_optimizer",
+                     rule=RULE)
 
 
 def test_the_bundled_champ_problems() -> None:

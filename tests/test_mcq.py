@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 
-from skillgrad.build import build_environment, build_trainer
+from skillgrad.build import build_environment
 from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
-from skillgrad.envs.multiple_choice import LABELS, MCQEnvironment, MCQOptions, read_choice
+from skillgrad.envs.mcq import LABELS, MCQEnvironment, MCQOptions, read_choice
 from skillgrad.errors import DataError
+from skillgrad.models.messages import ChatRequest
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Task
+from skillgrad.records import Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mcq" / "qa_2025-01_final.json"
 RULE = "End with <answer>X</answer>, X being the letter of your choice."
@@ -130,31 +131,13 @@ def mcq_target(request: ChatRequest) -> str:
     return f"I would go with option {label} after some thought, probably."
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if RULE in skill:
-        return {"reasoning": "covered", "edits": []}
-    return {"reasoning": "labels not found", "edits": [{"op": "append", "content": RULE,
-                                                        "support": 3}]}
-
-
-mcq_optimizer = scripted_optimizer(_propose)
+mcq_optimizer = rule_optimizer(RULE, support=3)
 
 
 def test_one_epoch_of_training(tmp_path: Path) -> None:
     env = make_env()
     ANSWERS.update({t.prompt: LABELS[t.reference["correct"]] for t in all_tasks(env)})
-    (tmp_path / "skill.md").write_text("# Multiple choice\n\nPick the correct choice.\n")
-    config = {
-        "env": {"name": "mcq", "data_path": str(FIXTURE), "split_ratio": [0.5, 0.25, 0.25],
-                "skill_init": "skill.md"},
-        "model": {"target": {"backend": "scripted", "function": "test_mcq:mcq_target"},
-                  "optimizer": {"backend": "scripted", "function": "test_mcq:mcq_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 6},
-        "gradient": {"minibatch_size": 6, "failure_only": True},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    config = one_epoch({"name": "mcq", "data_path": str(FIXTURE),
+                        "split_ratio": [0.5, 0.25, 0.25]}, 6)
+    train_end_to_end(tmp_path, config, skill="# Multiple choice\n\nPick the correct choice.\n",
+                     target="test_mcq:mcq_target", optimizer="test_mcq:mcq_optimizer", rule=RULE)

@@ -12,11 +12,11 @@ import pytest
 
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.doc_qa import sections_from_text
-from skillgrad.envs.officeqa import OfficeQAEnvironment, OfficeQAOptions, source_names
+from skillgrad.envs.doc_qa.officeqa import OfficeQAEnvironment, OfficeQAOptions, source_names
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.scripted import ScriptedModel
 
-ENV_NAME = "skillgrad.envs.officeqa:OfficeQAEnvironment"
+ENV_NAME = "skillgrad.envs.doc_qa:OfficeQAEnvironment"
 SPLITS = ("train", "val", "test")
 URL = "https://fraser.stlouisfed.org/title/treasury-bulletin-407/{month}-{year}-6529?page=15"
 MONTHS = ["january", "february", "march", "april", "may", "june"]

@@ -4,21 +4,20 @@ reasons, bad data, and a short training run with scripted models."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 
-from skillgrad.build import build_environment, build_trainer
+from skillgrad.build import build_environment
 from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.open_qa import OpenQAEnvironment, OpenQAOptions, load_squad
 from skillgrad.errors import ConfigError, DataError
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion
 
 SEARCH_RULE = "Always search for the question's subject first, then answer from the result."
 
@@ -128,33 +127,14 @@ def open_qa_target(request: ChatRequest) -> str:
     return f"ACTION: search {json.dumps({'query': query})}"
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if SEARCH_RULE in skill or not re.search(r"it never searched", tasks):
-        return {"reasoning": "nothing to add", "edits": []}
-    return {"reasoning": "the agent guesses instead of searching",
-            "edits": [{"op": "append", "content": SEARCH_RULE, "support": 4}]}
-
-
-open_qa_optimizer = scripted_optimizer(_propose)
+open_qa_optimizer = rule_optimizer(SEARCH_RULE, support=4, cue="it never searched")
 
 
 def test_one_epoch_of_training_learns_to_search(tmp_path: Path, env: OpenQAEnvironment) -> None:
     ORACLE.update(_oracle(env))
-    config = {
-        "env": {"name": "open_qa"},
-        "model": {"target": {"backend": "scripted", "function": "test_open_qa:open_qa_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_open_qa:open_qa_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 8, "steps_per_epoch": 2},
-        "gradient": {"minibatch_size": 8, "failure_only": True},
-        "evaluation": {"sel_env_num": 16, "test_env_num": 16},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] > 0.6
-    assert SEARCH_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    train_end_to_end(tmp_path, one_epoch({"name": "open_qa"}, 8, steps_per_epoch=2, eval_tasks=16),
+                     target="test_open_qa:open_qa_target",
+                     optimizer="test_open_qa:open_qa_optimizer", rule=SEARCH_RULE, best_above=0.6)
 
 
 @pytest.mark.parametrize("backend", ["embedded", "command", "handoff"])

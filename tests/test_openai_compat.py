@@ -22,14 +22,14 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.base import ChatModel
 from skillgrad.models.client import ModelClient
+from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.models.openai_compat import (
     OpenAICompatibleBackend,
     OpenAICompatibleModel,
     OpenAICompatibleOptions,
     parse_retry_after,
 )
-from skillgrad.records import ChatRequest, Message
-from skillgrad.testing import FakeOpenAIServer, Fault, completion_body
+from skillgrad.testing import FakeOpenAIServer, Fault, completion_body, kind_of_prompt
 
 KEY_ENV = "SKILLGRAD_TEST_OPENAI_KEY"
 
@@ -429,7 +429,10 @@ def _toy_responder(body: dict[str, Any]) -> str:
     request = ChatRequest(messages=tuple(
         Message(role=m["role"], content=m["content"]) for m in body["messages"]))
     if body.get("response_format"):  # the optimizer's calls ask for JSON
-        return json.dumps(toy.optimizer(request))
+        # The request's kind labels a call inside skillgrad and never goes over the wire:
+        # the server side tells the call by the template its prompt opens with.
+        kind = kind_of_prompt(request.messages[0].text())
+        return json.dumps(toy.optimizer(request.model_copy(update={"kind": kind})))
     return toy.target(request)
 
 

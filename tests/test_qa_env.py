@@ -12,8 +12,9 @@ from skillgrad.envs.base import EnvCommon, Environment
 from skillgrad.envs.qa import QAEnvironment, QAOptions
 from skillgrad.envs.scoring import normalize_answer
 from skillgrad.errors import ConfigError, DataError, TransientModelError
+from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion, Task, Usage
+from skillgrad.records import Task
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 CAPITAL = Task(

@@ -17,7 +17,7 @@ from conftest import toy_config
 from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.errors import RunDirError
-from skillgrad.records import ChatRequest, Completion
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.rundir import read_jsonl
 
 

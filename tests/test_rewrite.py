@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from skillgrad.models.messages import Completion
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import Completion, Patch, Suggestion
-from skillgrad.rewrite import (
+from skillgrad.records import Patch, Suggestion
+from skillgrad.stages.rewrite import (
     RewriteResult,
     ask_document,
     check_protected,
@@ -20,7 +21,7 @@ SKILL = ("# Skill\n\nAnswer briefly.\n\n<!-- SLOW_UPDATE_START -->\n- Keep it sh
 
 
 def ask(*replies: object) -> RewriteResult:
-    return ask_document(ScriptedModel(list(replies)), "rewrite it", max_tokens=100,
+    return ask_document(ScriptedModel(list(replies)), "rewrite it", kind="rewrite", max_tokens=100,
                         temperature=0.0)
 
 

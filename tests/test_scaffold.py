@@ -7,17 +7,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from e2e import rule_optimizer, train_end_to_end
 
 from skillgrad import registry
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.errors import ConfigError, SkillgradError
-from skillgrad.records import ChatRequest
+from skillgrad.models.messages import ChatRequest
 from skillgrad.scaffold import new_environment
 
 RULE = "End with a line 'Answer: <the number or time>'."
@@ -44,14 +42,7 @@ def scaffold_target(request: ChatRequest) -> str:
     return f"Working it out, the result would be {answer} I think."
 
 
-def _propose_rule(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if RULE in skill:
-        return {"reasoning": "covered", "edits": []}
-    return {"reasoning": "the answer is buried in prose",
-            "edits": [{"op": "append", "content": RULE, "support": 3}]}
-
-
-scaffold_optimizer = scripted_optimizer(_propose_rule)
+scaffold_optimizer = rule_optimizer(RULE, support=3)
 
 
 @pytest.fixture
@@ -79,15 +70,8 @@ def test_the_scaffold_trains_one_epoch(package: Path, monkeypatch: pytest.Monkey
     monkeypatch.syspath_prepend(str(package / "src"))
     config = yaml.safe_load((package / "config.yaml").read_text())
     config["env"]["name"] = "word_sums_env.env:WordSumsEnvironment"  # not installed: by path
-    config["model"] = {
-        "target": {"backend": "scripted", "function": "test_scaffold:scaffold_target"},
-        "optimizer": {"backend": "scripted", "function": "test_scaffold:scaffold_optimizer"},
-    }
-    (package / "config.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(package / "config.yaml"), package / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert RULE in (package / "run" / "best_skill.md").read_text()
+    train_end_to_end(package, config, target="test_scaffold:scaffold_target",
+                     optimizer="test_scaffold:scaffold_optimizer", rule=RULE)
 
 
 def test_bad_names_and_occupied_folders_are_refused(tmp_path: Path) -> None:
@@ -115,13 +99,13 @@ def test_two_packages_claiming_one_name_is_an_error_not_a_guess(
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-qa\nVersion: 0\n")
     (info / "entry_points.txt").write_text(
-        "[skillgrad.environments]\nqa = skillgrad.envs.math_env:MathEnvironment\n")
+        "[skillgrad.environments]\nqa = skillgrad.envs.math:MathEnvironment\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert set(registry.claimed(registry.ENV_GROUP, "qa")) == {
-        "skillgrad.envs.qa:QAEnvironment", "skillgrad.envs.math_env:MathEnvironment"}
+        "skillgrad.envs.qa:QAEnvironment", "skillgrad.envs.math:MathEnvironment"}
     (tmp_path / "c.yaml").write_text("env: {name: qa}\n")
     with pytest.raises(ConfigError, match="environment 'qa' is registered by more than one "
-                       "installed package .*skillgrad.envs.math_env:MathEnvironment"):
+                       "installed package .*skillgrad.envs.math:MathEnvironment"):
         load_config(tmp_path / "c.yaml")
     rows = [r for r in registry.describe(registry.ENV_GROUP) if r[0] == "qa"]
     assert len(rows) == 2 and all("registered more than once" in r[2] for r in rows)

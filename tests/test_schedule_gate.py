@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from skillgrad.gate import GateRule, decide
 from skillgrad.records import EvalScore
-from skillgrad.schedule import edit_budget
+from skillgrad.stages.gate import GateRule, decide
+from skillgrad.stages.schedule import edit_budget
 
 # ----------------------------------------------------------------------------- schedule
 
@@ -183,7 +183,7 @@ def test_the_margin_accepts_a_large_enough_mean_gain_alone_or_instead_of_a_test(
 
 
 def test_sign_test_ignores_ties_and_counts_losses() -> None:
-    from skillgrad.gate import sign_test_p
+    from skillgrad.stages.gate import sign_test_p
 
     assert sign_test_p([0, 0, 0]) == 1.0
     assert sign_test_p([1, 1, 1]) == pytest.approx(1 / 8)
@@ -191,7 +191,7 @@ def test_sign_test_ignores_ties_and_counts_losses() -> None:
 
 
 def test_density_bonus_favours_directive_wording_outside_protected_blocks() -> None:
-    from skillgrad.gate import directive_density
+    from skillgrad.stages.gate import directive_density
 
     firm = "You MUST give the number. NEVER add units. ALWAYS verify the sum."
     soft_words = "You could give the number. Try not to add units. Consider the sum."

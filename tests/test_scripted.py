@@ -13,6 +13,7 @@ import yaml
 
 from skillgrad.errors import ConfigError, ScriptExhausted
 from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.models.scripted import (
     Rule,
     ScriptedBackend,
@@ -21,7 +22,6 @@ from skillgrad.models.scripted import (
     prompt_text,
     read_script,
 )
-from skillgrad.records import ChatRequest, Completion, Message
 
 
 def ask(model: ScriptedModel, text: str, system: str | None = None) -> str:

@@ -8,15 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 
-from skillgrad.build import build_trainer
-from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
-from skillgrad.envs.searchqa import SearchQAEnvironment, SearchQAOptions, snippets
+from skillgrad.envs.qa.searchqa import SearchQAEnvironment, SearchQAOptions, snippets
 from skillgrad.errors import DataError
-from skillgrad.records import ChatRequest
+from skillgrad.models.messages import ChatRequest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "searchqa"
 RULE = "Reply with the answer words only, copied from the snippets."
@@ -78,28 +75,11 @@ def searchqa_target(request: ChatRequest) -> str:
     return answer if RULE in request.messages[0].text() else f"I believe it is {answer}."
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if RULE in skill:
-        return {"reasoning": "covered", "edits": []}
-    return {"reasoning": "extra words", "edits": [{"op": "append", "content": RULE,
-                                                    "support": 2}]}
-
-
-searchqa_optimizer = scripted_optimizer(_propose)
+searchqa_optimizer = rule_optimizer(RULE, support=2)
 
 
 def test_one_epoch_of_training(tmp_path: Path) -> None:
-    config = {
-        "env": {"name": "searchqa", "split_mode": "split_dir", "split_dir": str(FIXTURE)},
-        "model": {"target": {"backend": "scripted", "function": "test_searchqa:searchqa_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_searchqa:searchqa_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 4},
-        "gradient": {"minibatch_size": 4, "failure_only": True},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    config = one_epoch({"name": "searchqa", "split_mode": "split_dir",
+                        "split_dir": str(FIXTURE)}, 4)
+    train_end_to_end(tmp_path, config, target="test_searchqa:searchqa_target",
+                     optimizer="test_searchqa:searchqa_optimizer", rule=RULE)

@@ -20,9 +20,9 @@ from skillgrad.errors import (
 )
 from skillgrad.models.accounting import Budget, BudgetExhausted, Prices
 from skillgrad.models.client import CallJournal, EndpointLimits, Meter, ModelClient
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.models.store import Recording, ReplayModel, ResponseCache
-from skillgrad.records import ChatRequest, Completion, Message, Usage
 
 
 def request(text: str = "hello") -> ChatRequest:

@@ -12,20 +12,17 @@ from typing import Any
 
 import openpyxl
 import pytest
-import yaml
+from e2e import one_epoch, rule_optimizer, train_end_to_end
 from pydantic import ValidationError
 
-from skillgrad.build import build_trainer
-from skillgrad.config import load_config
-from skillgrad.demo import scripted_optimizer
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.spreadsheet import SpreadsheetEnvironment, SpreadsheetOptions
 from skillgrad.envs.spreadsheet.checker import check_workbook, same_value
 from skillgrad.envs.spreadsheet.templates import TEMPLATE_NAMES, apply_solution, generate
 from skillgrad.envs.spreadsheet.workbook import WorkbookSession
 from skillgrad.errors import ConfigError
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion
 
 ENV_NAME = "skillgrad.envs.spreadsheet:SpreadsheetEnvironment"
 WRITE_RULE = "Write every target cell with write_cells before you answer."
@@ -229,14 +226,7 @@ def spreadsheet_target(request: ChatRequest) -> str:
     return _write_all(ORACLE[grid]) if grid in ORACLE else "ANSWER: done"
 
 
-def _propose(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
-    if WRITE_RULE in skill or "the agent changed no cell" not in tasks:
-        return {"reasoning": "nothing to add", "edits": []}
-    return {"reasoning": "the agent answers without writing any cell",
-            "edits": [{"op": "append", "content": WRITE_RULE, "support": 4}]}
-
-
-spreadsheet_optimizer = scripted_optimizer(_propose)
+spreadsheet_optimizer = rule_optimizer(WRITE_RULE, support=4, cue="the agent changed no cell")
 
 
 def test_one_epoch_of_training_learns_to_write_cells(tmp_path: Path,
@@ -248,19 +238,7 @@ def test_one_epoch_of_training_learns_to_write_cells(tmp_path: Path,
         grid = WorkbookSession(path, env.options).read_range(_first_read(task.prompt))
         ORACLE[grid] = task.reference["targets"]
     assert len(ORACLE) == len(tasks)  # every workbook's data is its own
-    config = {
-        "env": {"name": ENV_NAME, "count": 40},  # 24/8/8
-        "model": {"target": {"backend": "scripted",
-                             "function": "test_spreadsheet:spreadsheet_target"},
-                  "optimizer": {"backend": "scripted",
-                                "function": "test_spreadsheet:spreadsheet_optimizer"}},
-        "train": {"num_epochs": 1, "batch_size": 6, "steps_per_epoch": 1},
-        "gradient": {"minibatch_size": 6, "failure_only": True},
-        "evaluation": {"sel_env_num": 8, "test_env_num": 8},
-        "optimizer": {"learning_rate": 1, "min_learning_rate": 1},
-    }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    summary = build_trainer(load_config(tmp_path / "c.yaml"), tmp_path / "run").fit()
-    assert summary["test"]["initial"]["hard"] == 0.0
-    assert summary["test"]["best"]["hard"] == 1.0
-    assert WRITE_RULE in (tmp_path / "run" / "best_skill.md").read_text()
+    config = one_epoch({"name": ENV_NAME, "count": 40}, 6,  # 24/8/8
+                       steps_per_epoch=1, eval_tasks=8)
+    train_end_to_end(tmp_path, config, target="test_spreadsheet:spreadsheet_target",
+                     optimizer="test_spreadsheet:spreadsheet_optimizer", rule=WRITE_RULE)

@@ -12,7 +12,7 @@ import openpyxl
 import pytest
 
 from skillgrad.envs.base import EnvCommon
-from skillgrad.envs.spreadsheetbench import (
+from skillgrad.envs.spreadsheet.spreadsheetbench import (
     SpreadsheetBenchEnvironment,
     SpreadsheetBenchOptions,
     expected_cells,
@@ -21,7 +21,7 @@ from skillgrad.envs.spreadsheetbench import (
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.scripted import ScriptedModel
 
-NAME = "skillgrad.envs.spreadsheetbench:SpreadsheetBenchEnvironment"
+NAME = "skillgrad.envs.spreadsheet:SpreadsheetBenchEnvironment"
 # (answer_position, sheet of the answer cells) per item; item 2 names two sheets.
 POSITIONS = ["C2:C4", "Data!C2:C4", "'My, Sheet'!C2:C4", "'My, Sheet'!C2:C3,'My, Sheet'!C4",
              "C2:C4"]

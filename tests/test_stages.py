@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 
-from skillgrad.aggregate import MergeSettings, aggregate
+from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Edit, Message, Patch, RejectedStep, RolloutResult
-from skillgrad.reflect import ReflectSettings, clip_middle, minibatches, reflect
-from skillgrad.selection import SelectSettings, select
+from skillgrad.records import Edit, Patch, RejectedStep, RolloutResult
+from skillgrad.stages.aggregate import MergeSettings, aggregate
+from skillgrad.stages.reflect import ReflectSettings, minibatches, reflect
+from skillgrad.stages.render import clip_middle
+from skillgrad.stages.select import SelectSettings, select
 
 SKILL = "# Skill\n\nBe brief.\n"
 

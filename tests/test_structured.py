@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
+from skillgrad.models.ask_json import ask_json, extract_json, parse_as
+from skillgrad.models.messages import Completion, Message
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import Completion, Message
-from skillgrad.structured import ask_json, extract_json, parse_as
 
 
 class Answer(BaseModel):
@@ -62,7 +62,7 @@ def test_parse_as_names_the_bad_field() -> None:
 
 def test_valid_first_reply() -> None:
     model = ScriptedModel([GOOD])
-    reply = ask_json(model, ASK, Answer, max_tokens=100, temperature=0.3)
+    reply = ask_json(model, ASK, Answer, kind="test", max_tokens=100, temperature=0.3)
     assert reply.value == Answer(reasoning="r", order=[2, 1])
     assert reply.attempts == 1
     assert reply.error is None
@@ -77,7 +77,7 @@ def test_valid_first_reply() -> None:
 def test_invalid_then_valid_retries_with_the_error_shown() -> None:
     first = '{"reasoning": "r", "order": "oops"}'
     model = ScriptedModel([first, "```json\n" + GOOD + "\n```"])
-    reply = ask_json(model, ASK, Answer)
+    reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.value == Answer(reasoning="r", order=[2, 1])
     assert reply.attempts == 2
     assert len(model.calls) == 2
@@ -93,7 +93,7 @@ def test_invalid_then_valid_retries_with_the_error_shown() -> None:
 
 def test_retry_message_carries_the_no_json_error() -> None:
     model = ScriptedModel(["I refuse.", GOOD])
-    reply = ask_json(model, ASK, Answer)
+    reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.attempts == 2
     assert "no JSON object" in model.calls[1].messages[-1].text()
     assert model.calls[1].messages[-2].text() == "I refuse."
@@ -101,7 +101,7 @@ def test_retry_message_carries_the_no_json_error() -> None:
 
 def test_invalid_twice_keeps_error_and_raw() -> None:
     model = ScriptedModel(["nothing", "still nothing"])
-    reply = ask_json(model, ASK, Answer)
+    reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.value is None
     assert reply.attempts == 2
     assert reply.raw == "still nothing"
@@ -112,7 +112,7 @@ def test_invalid_twice_keeps_error_and_raw() -> None:
 def test_truncated_reply_is_never_adopted() -> None:
     cut = Completion(text=GOOD, finish_reason="length")  # parses, but was cut off
     model = ScriptedModel([cut, GOOD])
-    reply = ask_json(model, ASK, Answer)
+    reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.value is None
     assert reply.raw == GOOD
     assert reply.error is not None and "cut off" in reply.error
@@ -120,7 +120,7 @@ def test_truncated_reply_is_never_adopted() -> None:
 
 def test_truncated_repair_reply_is_not_adopted() -> None:
     model = ScriptedModel(["nope", Completion(text=GOOD, finish_reason="length")])
-    reply = ask_json(model, ASK, Answer)
+    reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.value is None
     assert reply.attempts == 2
     assert reply.error is not None and "cut off" in reply.error
@@ -128,5 +128,5 @@ def test_truncated_repair_reply_is_not_adopted() -> None:
 
 def test_caller_messages_are_not_mutated() -> None:
     messages = list(ASK)
-    ask_json(ScriptedModel(["bad", GOOD]), messages, Answer)
+    ask_json(ScriptedModel(["bad", GOOD]), messages, Answer, kind="test")
     assert messages == ASK

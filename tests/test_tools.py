@@ -15,9 +15,9 @@ from skillgrad.errors import FatalModelError, ScriptExhausted
 from skillgrad.models.command import CommandBackend, CommandOptions
 from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
 from skillgrad.models.handoff import HandoffBackend, HandoffOptions
+from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
 from skillgrad.models.scripted import ScriptedModel
-from skillgrad.records import ChatRequest, Completion, Message
 from skillgrad.testing import FakeOpenAIServer, completion_body
 
 PAGES = {"heron": "The Amber Heron was launched in 1931.", "plover": "The Grey Plover sank."}

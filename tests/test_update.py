@@ -6,7 +6,7 @@ import pytest
 
 from skillgrad.records import ApplyReport, Edit, EditOutcome
 from skillgrad.skill import get_block, protected_spans
-from skillgrad.update import apply_edits
+from skillgrad.stages.update import apply_edits
 
 SKILL = """# Answering questions
 

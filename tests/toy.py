@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from skillgrad.demo import scripted_optimizer
-from skillgrad.records import ChatRequest
+from skillgrad.models.messages import ChatRequest
+from skillgrad.testing import scripted_optimizer
 
 HARMFUL = "NEVER ANSWER questions."
 TOPICS = {"year": 5, "city": 3, "animal": 2, "color": 2}
@@ -74,6 +74,7 @@ def _failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
 
 
 optimizer = scripted_optimizer(_failures)
+"""The toy optimizer, routed on ``request.kind``."""
 
 
 # ----------------------------------------------------------------------------- Training II
@@ -104,11 +105,12 @@ def make_optimizer(
     slow: str = "fix", rate: Any = 1, reminders: list[str] | None = None,
     rewrite: str = "follow", base_dir: Any = None,
 ) -> Any:
-    from skillgrad.records import Completion
+    from skillgrad.models.messages import Completion
 
     def reply(request: ChatRequest) -> Any:
-        prompt = request.messages[-1].text()
-        if prompt.startswith("You are writing the longitudinal guidance"):
+        kind = request.kind
+        prompt = request.messages[0].text()
+        if kind == "slow_update":
             if slow == "harm":
                 return {"reasoning": "refuse", "guidance": f"- {HARMFUL}"}
             pairs = prompt.split("## Task pairs", 1)[1]
@@ -117,41 +119,31 @@ def make_optimizer(
             kept = re.findall(r"^- Rule .*$", skill, re.MULTILINE)  # the guidance so far
             lines = kept + [f"- {rule(t)}" for t in todo[:1]] or ["- Keep answers short."]
             return {"reasoning": "persistent failures", "guidance": "\n".join(lines)}
-        if prompt.startswith("You are keeping the notes"):
+        if kind == "meta_skill":
             steps = prompt.count("- step ")
             return {"reasoning": "noted", "notes": f"- NOTE: the last epoch had {steps} steps."}
-        if '"n_edits"' in prompt:
+        if kind == "learning_rate":
             if rate == "garbage":
                 return "I would apply a few of them."
             return {"reasoning": "the top ones are safe", "confidence": 0.7, "n_edits": rate}
-        if prompt.startswith("You are tidying the reminder appendix"):
+        if kind == "consolidate":
             listed = re.findall(r"^- (.*)$", prompt.split("## Reminders", 1)[1], re.MULTILINE)
             return {"reasoning": "merged", "reminders": listed[:2]}
-        if prompt.startswith("You are revising a SKILL document"):
+        if kind == "rewrite":
             return _rewrite(prompt, rewrite, Completion)
-        if "Write a complete new\nversion of the skill" in prompt:
+        if kind == "rewrite_minibatch":
             skill = _skill_in(prompt)
             todo = [t for t in _failing_topics(prompt) if rule(t) not in skill]
             add = rule(todo[0]) if todo else "Answer briefly."
             return {"document": _before_blocks(skill, add)}
-        suggest = '"suggestions"' in prompt
         out = optimizer(request)
-        if suggest and "edits" in out:
-            out = {"reasoning": out["reasoning"], "suggestions": [_as_suggestion(e)
-                                                                  for e in out["edits"]]}
-        if '"reminders"' in prompt and "FAILED" in prompt.split("## Current skill")[0]:
+        aware = "reminders" in (request.json_schema or {}).get("properties", {})
+        if aware and kind in ("analyst_failure", "suggest_failure"):
             out = {**out, "patterns": [{"pattern": "format", "kind": "EXECUTION_LAPSE"}],
                    "reminders": list(reminders or [])}
         return out
 
     return reply
-
-
-def _as_suggestion(edit: dict[str, Any]) -> dict[str, Any]:
-    if edit["op"] == "delete":
-        return {"type": "remove_rule", "description": f"Remove the line '{edit['anchor']}'",
-                "support": edit.get("support", 1)}
-    return {"type": "add_rule", "description": edit["content"], "support": edit.get("support", 1)}
 
 
 def _before_blocks(skill: str, line: str) -> str:

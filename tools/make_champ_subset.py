@@ -16,7 +16,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/math_data/champ_integer.jsonl"
+OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/math/data/champ_integer.jsonl"
 
 
 def main(wheel: Path) -> None:

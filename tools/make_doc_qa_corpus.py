@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/doc_qa_data/squad_shifts_docs.json"
+OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/doc_qa/data/squad_shifts_docs.json"
 LICENCE = "CC BY 4.0"
 WORD = re.compile(r"[a-z0-9]+")
 STOP = frozenset("a an and are as at be by for from has have in is it its of on or that the to "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import reasoning_gym
 
-OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/math_data/gsm_symbolic.jsonl"
+OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/math/data/gsm_symbolic.jsonl"
 
 
 def main(size: int = 200, seed: int = 0) -> None:

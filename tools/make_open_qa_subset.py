@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/open_qa_data/squad_subset.json"
+OUT = Path(__file__).resolve().parents[1] / "src/skillgrad/envs/open_qa/data/squad_subset.json"
 SOURCES = (
     # file, source tag, licence, every k-th article, paragraphs per article, questions each
     ("squaddev_v1.1.json", "squad_v1.1_dev", "CC BY-SA 4.0", 4, 8, 2),

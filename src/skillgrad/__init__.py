@@ -1,3 +1,105 @@
-"""skillgrad: train the skill document of a frozen LLM agent like the weights of a network."""
+"""skillgrad: train the skill document of a frozen LLM agent like the weights of a network.
+
+The names a Python user needs to build and run a trainer::
+
+    from skillgrad import build_trainer, load_config
+
+    resolved = load_config("config.yaml", ["train.num_epochs=2"])
+    summary = build_trainer(resolved, "runs/my-run").fit()
+
+or, with objects of one's own (any :class:`Environment`, any :class:`ChatModel` behind a
+:class:`ModelClient`)::
+
+    Trainer(resolved, env, ModelClient(target, "target"), ModelClient(optimizer, "optimizer"),
+            RunDir("runs/my-run")).fit()
+
+The names are imported on first use, so ``import skillgrad`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Trainer": "skillgrad.trainer",
+    "TrainerCallback": "skillgrad.callbacks",
+    "load_config": "skillgrad.config",
+    "ResolvedConfig": "skillgrad.config",
+    "build_trainer": "skillgrad.build",
+    "build_environment": "skillgrad.build",
+    "build_clients": "skillgrad.build",
+    "RunDir": "skillgrad.rundir",
+    "TrainerState": "skillgrad.state",
+    "ModelClient": "skillgrad.models.client",
+    "ChatModel": "skillgrad.models.base",
+    "ScriptedModel": "skillgrad.models.scripted",
+    "ChatRequest": "skillgrad.models.messages",
+    "Completion": "skillgrad.models.messages",
+    "Message": "skillgrad.models.messages",
+    "Environment": "skillgrad.envs.base",
+    "Task": "skillgrad.records",
+    "RolloutResult": "skillgrad.records",
+    "EvalScore": "skillgrad.records",
+    "StepRecord": "skillgrad.records",
+    "SkillgradError": "skillgrad.errors",
+    "ConfigError": "skillgrad.errors",
+    "DataError": "skillgrad.errors",
+    "ModelError": "skillgrad.errors",
+    "RunStopped": "skillgrad.errors",
+}
+
+__all__ = [
+    "__version__",
+    "Trainer",
+    "TrainerCallback",
+    "load_config",
+    "ResolvedConfig",
+    "build_trainer",
+    "build_environment",
+    "build_clients",
+    "RunDir",
+    "TrainerState",
+    "ModelClient",
+    "ChatModel",
+    "ScriptedModel",
+    "ChatRequest",
+    "Completion",
+    "Message",
+    "Environment",
+    "Task",
+    "RolloutResult",
+    "EvalScore",
+    "StepRecord",
+    "SkillgradError",
+    "ConfigError",
+    "DataError",
+    "ModelError",
+    "RunStopped",
+]
+
+if TYPE_CHECKING:
+    from skillgrad.build import build_clients, build_environment, build_trainer
+    from skillgrad.callbacks import TrainerCallback
+    from skillgrad.config import ResolvedConfig, load_config
+    from skillgrad.envs.base import Environment
+    from skillgrad.errors import ConfigError, DataError, ModelError, RunStopped, SkillgradError
+    from skillgrad.models.base import ChatModel
+    from skillgrad.models.client import ModelClient
+    from skillgrad.models.messages import ChatRequest, Completion, Message
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.records import EvalScore, RolloutResult, StepRecord, Task
+    from skillgrad.rundir import RunDir
+    from skillgrad.state import TrainerState
+    from skillgrad.trainer import Trainer
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'skillgrad' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from skillgrad import registry
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import SPLITS, EnvCommon, Environment, Split
-from skillgrad.errors import ConfigError, DataError
+from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.models.client import EndpointLimits, ModelClient
+from skillgrad.models.client import EndpointLimits, Meter, ModelClient
 from skillgrad.models.store import Recording, ReplayModel, ResponseCache
 from skillgrad.models.weights import home_dir
 from skillgrad.rundir import RunDir
@@ -21,29 +20,13 @@ ROLES = ("target", "optimizer")
 
 
 def build_environment(resolved: ResolvedConfig) -> Environment:
+    """The environment of the config, with its task ids checked for repeats."""
     env = resolved.config.env
-    env_cls = registry.environment_class(env.name)
-    check_target_vision(resolved, env_cls)
-    check_target_tools(resolved)
     common = EnvCommon.model_validate({k: getattr(env, k) for k in EnvCommon.model_fields})
-    environment: Environment = env_cls.create(common, resolved.env_options, resolved.base_dir)
+    environment: Environment = resolved.env_class.create(common, resolved.env_options,
+                                                         resolved.base_dir)
     check_task_ids(environment, env.name)
     return environment
-
-
-def check_target_tools(resolved: ResolvedConfig) -> None:
-    """Refuse ``tool_mode: native`` with a target backend that has no native tool calling
-    (``accepts_tools = False``): the tools would never reach the model, and every episode would
-    end without a single action. A backend that does not say is trusted to have it."""
-    if getattr(resolved.env_options, "tool_mode", None) != "native":
-        return
-    name = _target_without(resolved, "accepts_tools")
-    if name is None:
-        return
-    raise ConfigError(
-        f"env.tool_mode 'native' needs a target with native tool calling, but "
-        f"model.target.backend {name!r} has none; use env.tool_mode: text (the plain-text "
-        "action protocol) or an openai_compatible endpoint as the target")
 
 
 def check_task_ids(environment: Environment, name: str) -> None:
@@ -60,30 +43,6 @@ def check_task_ids(environment: Environment, name: str) -> None:
             seen[task.id] = split
 
 
-def check_target_vision(resolved: ResolvedConfig, env_cls: object) -> None:
-    """Refuse, before any data is read or model loaded, an environment that sends images
-    (class attribute ``needs_vision = True``) with a target backend that cannot take them
-    (``accepts_images = False``). A backend that does not say is trusted to (an
-    OpenAI-compatible server may serve a vision model)."""
-    if not getattr(env_cls, "needs_vision", False):
-        return
-    name = _target_without(resolved, "accepts_images")
-    if name is None:
-        return
-    raise ConfigError(
-        f"env.name {resolved.config.env.name!r} sends images to the target, but "
-        f"model.target.backend {name!r} has no vision (text only); use a vision-capable model "
-        "through backend openai_compatible")
-
-
-def _target_without(resolved: ResolvedConfig, capability: str) -> str | None:
-    """The target backend's name when its class declares ``capability`` False (a backend that
-    does not say is trusted to have it), else None."""
-    name = resolved.config.model.target.backend
-    backend = registry.backend_class(name, key="model.target.backend")
-    return None if getattr(backend, capability, True) else name
-
-
 def build_clients(
     resolved: ResolvedConfig, *, replay: Path | None = None, roles: Sequence[str] = ROLES
 ) -> dict[str, ModelClient]:
@@ -92,12 +51,13 @@ def build_clients(
     recording = Recording(replay) if replay is not None else None
     models: dict[str, ChatModel] = {}
     limits = EndpointLimits()
+    meter = Meter()  # one meter for the run: calls and tokens per role and stage
     for role in roles:
         spec = getattr(resolved.config.model, role)
         if recording is not None:
             models[role] = ReplayModel(recording, role)
         else:
-            backend = registry.backend_class(spec.backend, key=f"model.{role}.backend")
+            backend = resolved.backend_classes[role]
             models[role] = backend.create(resolved.role_options[role], resolved.base_dir)
         limits.declare(_endpoint(models[role], role), spec.concurrency)
     clients = {}
@@ -110,7 +70,7 @@ def build_clients(
         clients[role] = ModelClient(
             model, role, max_retries=spec.max_retries, retry_base_delay=spec.retry_base_delay,
             limit=limits.semaphore(_endpoint(model, role)), budget=spec.budget,
-            prices=spec.prices, cache=cache,
+            prices=spec.prices, cache=cache, meter=meter,
         )
     return clients
 

@@ -4,6 +4,9 @@ Defaults live here and only here (the reference system's defaults: 4 epochs, bat
 minibatch 8, merge batch 8, edit budget 4 -> 2 cosine, hard gate). YAML and ``--set a.b=v``
 only override them. Every key is validated before any model is called: an unknown key or a bad
 value stops the run with one line that names the key, the file it came from and what is allowed.
+
+(Over the house limit of ~400 lines: every section model, and so every default, is kept in
+this one file on purpose, next to the validation that names a key's file in its errors.)
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class GradientSection(Section):
     analyst_workers: int = Field(4, ge=1)
     failure_only: bool = False
     max_trajectory_chars: int = Field(4000, ge=200, description="per trajectory shown")
+    max_edits_per_call: int | None = Field(
+        None, ge=1, description="most edits one analyst or merge call may propose (default: "
+        "twice optimizer.learning_rate, at least 2)")
 
 
 class OptimizerSection(Section):
@@ -196,7 +202,8 @@ _KEY_WORDS = re.compile(r"[a-z0-9]+")
 @dataclass(frozen=True)
 class ResolvedConfig:
     """A validated config plus what validation resolved: the environment's and the backends'
-    own option models, and the folder relative paths are read from."""
+    classes (looked up once, here) and own option models, and the folder relative paths are
+    read from."""
 
     config: SkillgradConfig
     env_options: EnvOptions
@@ -204,6 +211,8 @@ class ResolvedConfig:
     base_dir: Path
     source: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    env_class: Any = None
+    backend_classes: dict[str, Any] = field(default_factory=dict)
 
     def resolved(self) -> dict[str, Any]:
         """Every key with its effective value, defaults included."""
@@ -271,16 +280,47 @@ def validate(
         env_cls.Options, env_extra, "env", origins, also=tuple(EnvCommon.model_fields)
     )
     roles: dict[str, BaseModel] = {}
+    classes: dict[str, Any] = {}
     for role in ("target", "optimizer"):
         spec = getattr(cfg.model, role)
         key = f"model.{role}.backend"
-        backend_cls = registry.backend_class(spec.backend, key=key, origin=_origin(origins, key))
+        classes[role] = registry.backend_class(spec.backend, key=key,
+                                               origin=_origin(origins, key))
         extra = dict(spec.model_extra or {})
         roles[role] = _validate_section(
-            backend_cls.Options, extra, f"model.{role}", origins,
+            classes[role].Options, extra, f"model.{role}", origins,
             also=tuple(RoleSection.model_fields),
         )
-    return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw)
+    _check_target_vision(cfg, env_cls, classes["target"])
+    _check_target_tools(cfg, env_options, classes["target"])
+    return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw, env_cls, classes)
+
+
+def _check_target_vision(cfg: SkillgradConfig, env_cls: Any, target_cls: Any) -> None:
+    """Refuse, before any data is read or model loaded, an environment that sends images
+    (class attribute ``needs_vision = True``) with a target backend that cannot take them
+    (``accepts_images = False``). A backend that does not say is trusted to (an
+    OpenAI-compatible server may serve a vision model)."""
+    if not getattr(env_cls, "needs_vision", False) or getattr(target_cls, "accepts_images", True):
+        return
+    raise ConfigError(
+        f"env.name {cfg.env.name!r} sends images to the target, but "
+        f"model.target.backend {cfg.model.target.backend!r} has no vision (text only); use a "
+        "vision-capable model through backend openai_compatible")
+
+
+def _check_target_tools(cfg: SkillgradConfig, env_options: Any, target_cls: Any) -> None:
+    """Refuse ``tool_mode: native`` with a target backend that has no native tool calling
+    (``accepts_tools = False``): the tools would never reach the model, and every episode would
+    end without a single action. A backend that does not say is trusted to have it."""
+    if getattr(env_options, "tool_mode", None) != "native":
+        return
+    if getattr(target_cls, "accepts_tools", True):
+        return
+    raise ConfigError(
+        f"env.tool_mode 'native' needs a target with native tool calling, but "
+        f"model.target.backend {cfg.model.target.backend!r} has none; use env.tool_mode: text "
+        "(the plain-text action protocol) or an openai_compatible endpoint as the target")
 
 
 def _validate_section(

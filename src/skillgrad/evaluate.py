@@ -12,9 +12,9 @@ from skillgrad.build import build_client, build_environment
 from skillgrad.config import ResolvedConfig
 from skillgrad.errors import DataError
 from skillgrad.models.client import CallJournal
-from skillgrad.rollout import rollout, score
-from skillgrad.rundir import RunDir
+from skillgrad.rundir import WorkDir
 from skillgrad.skill import skill_hash
+from skillgrad.stages.rollout import rollout, score
 from skillgrad.summary import model_usage
 
 
@@ -38,13 +38,13 @@ def evaluate_skill(
     if not tasks:
         raise DataError(f"the {split} split is empty")
     client = build_client(resolved, "target")
-    run = RunDir(out)
-    client.journal = CallJournal(out / "calls.jsonl")
+    folder = WorkDir(out)
+    journal = CallJournal(folder.calls_path)
     started = time.monotonic()
-    results = rollout(env, tasks, skill, client.for_stage(f"eval_{split}"),
+    results = rollout(env, tasks, skill, client.for_stage(f"eval_{split}", journal),
                       workers=resolved.config.execution.rollout_workers, on_result=on_result)
     result = score(results, split, skill_hash(skill))
-    run.write_jsonl(out / "rollouts.jsonl", results)
+    folder.rollouts(results)
     summary = {
         "skillgrad_version": __version__,
         "env": resolved.config.env.name,
@@ -57,5 +57,5 @@ def evaluate_skill(
         "wall_seconds": round(time.monotonic() - started, 3),
         "models": model_usage(client.meter.to_json()),
     }
-    run.write_json(out / "eval_summary.json", summary)
+    folder.eval_summary(summary)
     return summary

@@ -10,63 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillgrad.models.messages import Message, Usage
+
 
 class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-# ----------------------------------------------------------------------------- model calls
-
-
-class Message(Record):
-    """One chat message. ``content`` may be a list of parts (text / image) for vision models."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] = ""
-    name: str | None = None
-    tool_call_id: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
-
-
-class Usage(Record):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-        )
-
-
-class ChatRequest(Record):
-    """What a model is asked. ``json_schema`` asks for structured output where supported."""
-
-    messages: tuple[Message, ...]
-    max_tokens: int | None = None
-    temperature: float | None = None
-    json_schema: dict[str, Any] | None = None
-    tools: tuple[dict[str, Any], ...] | None = None
-    stop: tuple[str, ...] | None = None
-
-
-class Completion(Record):
-    """What a model answered. ``finish_reason`` is ``"length"`` when the reply was cut off."""
-
-    text: str
-    usage: Usage = Usage()
-    finish_reason: str = "stop"
-    model: str = ""
-    tool_calls: list[dict[str, Any]] | None = None
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == "length"
 
 
 # ----------------------------------------------------------------------------- tasks, rollouts
@@ -252,6 +200,13 @@ class GateDecision(Record):
     p_value: float | None = None
     mean_gain: float | None = None
     bonus: float | None = None
+
+    @property
+    def delta(self) -> float | None:
+        """The candidate's score minus the current skill's (``None`` when either is unknown)."""
+        if self.candidate is None or self.current is None:
+            return None
+        return self.candidate - self.current
 
 
 class StepRecord(Record):

@@ -10,6 +10,7 @@ Layout::
       best_skill.md        the deployable artifact
       current_skill.md     the skill training would continue from
       init/  final/        evaluation scopes: rollouts and model calls
+      run.json             the marker: the config fingerprint and the skillgrad version
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
                            apply report, gate decision, model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
@@ -17,8 +18,10 @@ Layout::
       evals/<split>-<hash>/rollouts.jsonl
       summary.json
 
-Every file except the logs is written to a temporary name and renamed into place, so a run
-killed at any instant leaves either the old or the new version, never half of one.
+The file names inside a step or epoch folder are those of :class:`WorkDir`; nothing else
+names a file of a run. Every file except the logs is written to a temporary name and renamed
+into place, so a run killed at any instant leaves either the old or the new version, never
+half of one.
 """
 
 from __future__ import annotations
@@ -32,12 +35,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from skillgrad.errors import RunDirError
 from skillgrad.skill import skill_hash
 
 SCHEMA_VERSION = 1
+CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
+ROLLOUTS = "rollouts.jsonl"
+EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -78,6 +85,70 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+class WorkDir:
+    """One folder of a run's work (a step, the start of an epoch, an evaluation scope) and the
+    names of the files in it. ``artifact`` takes the stage artifacts a candidate was made
+    from, by kind."""
+
+    ARTIFACTS = {
+        "merged_patch": "merged_patch.json",
+        "ranked_edits": "ranked_edits.json",
+        "ranked_suggestions": "ranked_suggestions.json",
+        "apply_report": "apply_report.json",
+        "rewrite": "rewrite.json",
+        "rewrites": "rewrites.json",
+        "appendix": "appendix.json",
+    }
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def calls_path(self) -> Path:
+        return self.path / CALLS
+
+    def rollouts(self, results: Iterable[Any]) -> None:
+        write_jsonl(self.path / ROLLOUTS, results)
+
+    def patches(self, patches: Any) -> None:
+        write_json(self.path / "patches.json", patches)
+
+    def artifact(self, kind: str, data: Any) -> None:
+        if kind not in self.ARTIFACTS:
+            raise ValueError(f"unknown step artifact {kind!r}")
+        write_json(self.path / self.ARTIFACTS[kind], data)
+
+    def candidate(self, text: str) -> None:
+        atomic_write_text(self.path / "candidate.md", text)
+
+    def gate(self, decision: Any) -> None:
+        write_json(self.path / "gate.json", decision)
+
+    def record(self, record: Any) -> None:
+        write_json(self.path / "record.json", record)
+
+    def pairs(self, rows: Iterable[Any]) -> None:
+        write_jsonl(self.path / "pairs.jsonl", rows)
+
+    def meta_skill(self, text: str) -> None:
+        atomic_write_text(self.path / "meta_skill.md", text)
+
+    def epoch_update(self, update: Any) -> None:
+        write_json(self.path / "epoch_update.json", update)
+
+    def eval_summary(self, summary: Any) -> None:
+        write_json(self.path / EVAL_SUMMARY, summary)
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(_jsonable(data), indent=2, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    atomic_write_text(path, "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n"
+                                    for r in rows))
+
+
 class RunDir:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -110,34 +181,38 @@ class RunDir:
     def skill_path(self, digest: str) -> Path:
         return self.root / "skills" / f"{digest[:16]}.md"
 
-    def step_dir(self, epoch: int, step: int) -> Path:
-        """The folder of 1-based ``step`` of 1-based ``epoch``."""
-        return self.root / "steps" / f"e{epoch:02d}-s{step:03d}"
+    @property
+    def marker_path(self) -> Path:
+        return self.root / "run.json"
 
-    def epoch_dir(self, epoch: int) -> Path:
+    def step_dir(self, epoch: int, step: int) -> WorkDir:
+        """The folder of 1-based ``step`` of 1-based ``epoch``."""
+        return WorkDir(self.root / "steps" / f"e{epoch:02d}-s{step:03d}")
+
+    def epoch_dir(self, epoch: int) -> WorkDir:
         """The folder of the work done before 1-based ``epoch`` started."""
-        return self.root / "epochs" / f"e{epoch:02d}"
+        return WorkDir(self.root / "epochs" / f"e{epoch:02d}")
 
     @property
     def meta_skill_path(self) -> Path:
         return self.root / "meta_skill.md"
 
-    def scope_dir(self, name: str) -> Path:
-        return self.root / name
+    def scope_dir(self, name: str) -> WorkDir:
+        """An evaluation scope (``init``, ``final``): its rollouts and model calls."""
+        return WorkDir(self.root / name)
 
-    def eval_dir(self, split: str, digest: str) -> Path:
-        return self.root / "evals" / f"{split}-{digest[:16]}"
+    def eval_dir(self, split: str, digest: str) -> WorkDir:
+        return WorkDir(self.root / "evals" / f"{split}-{digest[:16]}")
 
     # ------------------------------------------------------------------ writes
     def write_text(self, path: Path, text: str) -> None:
         atomic_write_text(path, text)
 
     def write_json(self, path: Path, data: Any) -> None:
-        atomic_write_text(path, json.dumps(_jsonable(data), indent=2, ensure_ascii=False) + "\n")
+        write_json(path, data)
 
     def write_jsonl(self, path: Path, rows: Iterable[Any]) -> None:
-        text = "".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in rows)
-        atomic_write_text(path, text)
+        write_jsonl(path, rows)
 
     def event(self, kind: str, **data: Any) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -184,3 +259,28 @@ class RunDir:
 
     def exists(self) -> bool:
         return self.checkpoint_path.exists()
+
+    # ------------------------------------------------------------------ the marker
+    def previous_fingerprint(self) -> str | None:
+        """The config fingerprint an earlier start wrote (``None`` for a new directory);
+        refuses a folder that holds other things."""
+        if self.marker_path.exists():
+            data = json.loads(self.marker_path.read_text(encoding="utf-8"))
+            return data.get("fingerprint")  # type: ignore[no-any-return]
+        if self.root.exists() and any(self.root.iterdir()):
+            raise RunDirError(f"{self.root}: exists, is not empty and is not a skillgrad run "
+                              "directory")
+        return None
+
+    def write_marker(self, fingerprint: str, version: str) -> None:
+        self.write_json(self.marker_path, {"fingerprint": fingerprint, "skillgrad": version})
+
+    def read_summary(self) -> dict[str, Any]:
+        return json.loads(self.summary_path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+    def read_config(self) -> Any:
+        """The resolved config the run directory holds (``None`` when it is unreadable)."""
+        try:
+            return yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return None

@@ -1,5 +1,6 @@
 """The trainer's state: a plain serialisable record that holds everything needed to continue
-a run exactly (loop position, skill versions, scores, the rejected-edit buffer, meters).
+a run exactly (loop position, skill versions, scores, the rejected-edit buffer, meters), and
+resuming it: the checkpoint is only continued with the config it was made with.
 
 The data-loader position needs no storage: which tasks a step sees is a pure function of the
 seed, the epoch and the step.
@@ -14,8 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
+from skillgrad.errors import RunDirError
 from skillgrad.records import EpochUpdate, EvalScore, RejectedStep, StepRecord, Task
-from skillgrad.rundir import SCHEMA_VERSION
+from skillgrad.rundir import SCHEMA_VERSION, RunDir
 
 
 class TrainerState(BaseModel):
@@ -90,3 +93,59 @@ def batch_for(tasks: Sequence[Task], seed: int, epoch: int, step: int, size: int
 
 def step_rng(seed: int, epoch: int, step: int, purpose: str) -> random.Random:
     return random.Random(f"{purpose}:{seed}:{epoch}:{step}")
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+def resume_state(run: RunDir, resolved: ResolvedConfig, allow_change: bool) -> TrainerState | None:
+    """The state in ``run``'s checkpoint, checked against the config (``None`` when there is no
+    checkpoint yet)."""
+    data = run.load_checkpoint_data()
+    if data is None:
+        return None
+    state = TrainerState.model_validate(data)
+    fingerprint = resolved.fingerprint()
+    check_fingerprint(run, resolved, state.fingerprint, allow_change)
+    state.fingerprint = fingerprint
+    return state
+
+
+def claim_run(run: RunDir, resolved: ResolvedConfig, version: str, allow_change: bool) -> None:
+    """Make ``run`` the directory of a new start: check what an earlier start left (its
+    marker's fingerprint), then write the marker and the resolved config (secrets redacted)."""
+    fingerprint = resolved.fingerprint()
+    previous = run.previous_fingerprint()
+    if previous is not None:
+        check_fingerprint(run, resolved, previous, allow_change)
+    run.write_marker(fingerprint, version)
+    run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+
+
+def check_fingerprint(run: RunDir, resolved: ResolvedConfig, previous: str | None,
+                      allow_change: bool) -> None:
+    """Refuse to continue a run made with a different config, unless ``allow_change``: then
+    the change is logged and the new config recorded."""
+    current = resolved.fingerprint()
+    if previous == current:
+        return
+    if not allow_change:
+        raise RunDirError(
+            f"{run.root}: this run directory was made with a different config"
+            f"{_config_changes(run, resolved)}; use another --out, or pass "
+            "--allow-config-change to continue with this one"
+        )
+    run.event("config_changed", previous=previous, current=current)
+    run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+
+
+def _config_changes(run: RunDir, resolved: ResolvedConfig, shown: int = 3) -> str:
+    """What differs from the config the run directory holds, for the refusal message."""
+    previous = run.read_config()
+    if not isinstance(previous, dict):
+        return ""  # no readable record of the old config: the refusal still stands
+    changes = config_changes(previous, resolved.redacted())
+    if not changes:
+        return ""
+    more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
+    return f" ({'; '.join(changes[:shown])}{more})"

@@ -7,9 +7,10 @@ from collections import Counter
 from typing import Any
 
 from skillgrad.config import ResolvedConfig
-from skillgrad.gate import GateRule
 from skillgrad.models.client import Meter
 from skillgrad.records import EvalScore
+from skillgrad.settings import gate_rule
+from skillgrad.stages.gate import GateRule
 
 
 def _score(s: EvalScore | None) -> dict[str, float] | None:
@@ -28,7 +29,7 @@ def build_summary(
         s = state.score("val", digest)
         return None if s is None else s.metric(metric, ev.gate_mixed_weight)
 
-    rule = rule or GateRule(metric=metric, mixed_weight=ev.gate_mixed_weight, use_gate=ev.use_gate)
+    rule = rule or gate_rule(cfg)
     per_epoch: dict[str, Counter[str]] = {}
     for rec in state.history:
         per_epoch.setdefault(str(rec.epoch), Counter())[rec.decision] += 1

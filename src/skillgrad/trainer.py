@@ -1,41 +1,27 @@
 """The trainer: it only sequences the stages (rollout, reflect, aggregate, select, update, gate)
 and checkpoints after every step, plus the start-of-epoch work (longitudinal comparison, meta
-skill, slow update). Each stage is a pure function of its inputs and the model it is handed;
-all file writes go through :class:`~skillgrad.rundir.RunDir`.
+skill, slow update). Each stage is a pure function of its inputs and the model it is handed
+(:mod:`skillgrad.stages`); the config becomes stage settings in :mod:`skillgrad.settings`; all
+file writes go through :class:`~skillgrad.rundir.RunDir`.
 
-Nothing enters the current skill without the gate: step candidates, slow updates and appendix
-reminders alike. (Longer than the house limit of ~400 lines because the loop, its epoch-level
-work and its bookkeeping read best in one place.)
+Nothing enters the current skill without the gate: step candidates and slow updates alike go
+through :meth:`Trainer._adopt`. (Over the house limit of ~400 lines because the loop, its
+epoch-level work and the bookkeeping they share read best in one place.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import yaml
-
-from skillgrad import __version__
-from skillgrad.aggregate import MergeSettings
+from skillgrad import __version__, settings
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
+from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import Environment
-from skillgrad.errors import DataError, RunDirError, RunStopped
-from skillgrad.gate import GateRule, decide, directive_density
-from skillgrad.meta_skill import render_epoch, update_notes
-from skillgrad.models.client import CallJournal, Meter, ModelClient
-from skillgrad.propose import (
-    Proposal,
-    ProposeSettings,
-    propose_full,
-    propose_patch,
-    propose_rewrite,
-    size_note,
-    size_refusal,
-)
+from skillgrad.errors import DataError, RunStopped
+from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
 from skillgrad.records import (
     EpochUpdate,
     EvalScore,
@@ -46,14 +32,29 @@ from skillgrad.records import (
     StepRecord,
     Task,
 )
-from skillgrad.reflect import ReflectSettings, reflect, render_meta, render_rejected
-from skillgrad.rollout import rollout, score
-from skillgrad.rundir import RunDir
-from skillgrad.schedule import edit_budget
-from skillgrad.selection import SelectSettings, render_history
+from skillgrad.rundir import RunDir, WorkDir
 from skillgrad.skill import estimate_tokens, skill_hash
-from skillgrad.slow_update import count, pair_up, sample_tasks, write_guidance
-from skillgrad.state import TrainerState, batch_for, step_rng, steps_per_epoch
+from skillgrad.stages.candidate import (
+    Proposal,
+    aggregate_stage,
+    select_stage,
+    size_note,
+    size_refusal,
+    update_stage,
+)
+from skillgrad.stages.gate import GateRule, decide, directive_density
+from skillgrad.stages.meta_skill import render_epoch, update_notes
+from skillgrad.stages.reflect import reflect
+from skillgrad.stages.rollout import rollout, score
+from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
+from skillgrad.state import (
+    TrainerState,
+    batch_for,
+    claim_run,
+    resume_state,
+    step_rng,
+    steps_per_epoch,
+)
 from skillgrad.summary import build_summary
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,8 @@ class Trainer:
         self.run = run_dir
         self.callbacks = list(callbacks)
         self.allow_config_change = allow_config_change
-        self.meter = Meter()
-        target.meter = optimizer.meter = self.meter
+        self.gate_rule: GateRule = settings.gate_rule(self.cfg)
+        self._journal: CallJournal | None = None  # the open scope's call journal
         self.train_tasks = self._split("train", self.cfg.train.train_size)
         self.val_tasks = self._split("val", self.cfg.evaluation.sel_env_num)
         self.state: TrainerState | None = None
@@ -101,7 +102,7 @@ class Trainer:
             # disk: running again resumes here.
             self.run.event("stopped", reason=str(exc))
             raise
-        return self._read_summary()
+        return self.run.read_summary()
 
     def _fit(self) -> None:
         state = self._start_or_resume()
@@ -121,30 +122,45 @@ class Trainer:
             self.run.event("run_end", best_hash=state.best_hash)
 
     def step(self) -> StepRecord:
-        """One optimisation step: rollout and reflect (once per accumulated batch), then
-        aggregate, select and update into one candidate, the gate, and a checkpoint."""
+        """One optimisation step: rollout and reflect (once per accumulated batch), aggregate,
+        select and update into one candidate, the gate, and a checkpoint."""
         s = self._require_state()
         started = time.monotonic()
         folder = self.run.step_dir(s.epoch, s.step + 1)
         self._open_scope(folder)
         self.run.event("step_start", epoch=s.epoch, step=s.step, global_step=s.global_step)
         skill = self.run.load_skill(s.current_hash)
-        results, patches = self._forward_backward(skill)
-        self.run.write_jsonl(folder / "rollouts.jsonl", results)
-        self.run.write_json(folder / "patches.json", patches)
-        budget = edit_budget(s.global_step, s.total_steps, self.cfg.optimizer.learning_rate,
-                             self.cfg.optimizer.min_learning_rate, self.cfg.optimizer.lr_scheduler)
-        proposal = self._stage("update", None, lambda: self._propose(skill, patches, budget))
-        for name, data in proposal.files.items():
-            self.run.write_json(folder / name, data)
-        self.run.write_text(folder / "candidate.md", proposal.candidate)
+        reflecting = settings.reflect_settings(self.cfg, skill, self._context())
+        results: list[RolloutResult] = []
+        patches: list[Patch] = []
+        for j in range(self.cfg.train.accumulation):
+            batch, rng = self._batch(j)
+            out = self._stage("rollout", len(batch), self._rollout, batch, skill)
+            patches += self._stage("reflect", None, reflect, out, skill,
+                                   self._optimizer("reflect"), reflecting, rng, self._rejected())
+            results += out
+        folder.rollouts(results)
+        folder.patches(patches)
+
+        budget = settings.step_budget(self.cfg, s.global_step, s.total_steps)
+        making = settings.candidate_settings(self.cfg, skill, self._context())
+        merged = self._stage("aggregate", None, lambda: aggregate_stage(
+            skill, patches, self._optimizer("aggregate"), making))
+        chosen = self._stage("select", None, lambda: select_stage(
+            merged, budget, skill, self._optimizer("select"), making,
+            lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
+        proposal = self._stage("update", None, lambda: update_stage(
+            chosen, skill, patches, self._optimizer, making))
+        for kind, data in proposal.artifacts:
+            folder.artifact(kind, data)
+        folder.candidate(proposal.candidate)
         decision = self._stage("gate", None, lambda: self._gate(
-            proposal.candidate, proposal.refusal, proposal.score, _unchanged(proposal)))
-        self.run.write_json(folder / "gate.json", decision)
+            proposal.candidate, proposal.refusal, proposal.score, proposal.unchanged_reason()))
+        folder.gate(decision)
 
         record = self._record(results, patches, proposal, decision, budget,
                               time.monotonic() - started)
-        self.run.write_json(folder / "record.json", record)
+        folder.record(record)
         self._commit(record, proposal, decision)
         for cb in self.callbacks:
             cb.on_step_end(record)
@@ -167,14 +183,14 @@ class Trainer:
         previous, current = self.run.load_skill(prev_hash), self.run.load_skill(cur_hash)
         tasks = sample_tasks(self.train_tasks, o.slow_update_samples, self.cfg.train.seed, epoch)
         before = self._stage("longitudinal", len(tasks), lambda: rollout(
-            self.env, tasks, previous, self.target.for_stage("longitudinal"),
+            self.env, tasks, previous, self._target("longitudinal"),
             workers=self.cfg.execution.rollout_workers))
         after = before if prev_hash == cur_hash else self._stage(
             "longitudinal", len(tasks), lambda: rollout(
-                self.env, tasks, current, self.target.for_stage("longitudinal"),
+                self.env, tasks, current, self._target("longitudinal"),
                 workers=self.cfg.execution.rollout_workers))
         pairs = pair_up(before, after)
-        self.run.write_jsonl(folder / "pairs.jsonl", [
+        folder.pairs([
             {"task_id": p.task_id, "kind": p.kind, "previous": p.previous, "current": p.current}
             for p in pairs])
         errors: list[str] = []
@@ -182,11 +198,11 @@ class Trainer:
         if o.use_meta_skill:
             notes, error = self._stage("meta_skill", None, lambda: update_notes(
                 s.meta_skill, render_epoch(s.history, epoch - 1), pairs,
-                self.optimizer.for_stage("meta_skill"),
-                max_chars=self.cfg.gradient.max_trajectory_chars, **self._opt_sampling()))
+                self._optimizer("meta_skill"),
+                max_chars=self.cfg.gradient.max_trajectory_chars, **settings.sampling(self.cfg)))
             if notes is not None:
                 s.meta_skill, meta_updated = notes, True
-                self.run.write_text(folder / "meta_skill.md", notes + "\n")
+                folder.meta_skill(notes + "\n")
                 self.run.write_text(self.run.meta_skill_path, notes + "\n")
             if error:
                 errors.append(error)
@@ -198,7 +214,7 @@ class Trainer:
             tasks=tuple(t.id for t in tasks), pairs=count(pairs),
             meta_skill_updated=meta_updated, slow_update=decision, guidance=guidance,
             error="; ".join(errors) or None, seconds=round(time.monotonic() - started, 3))
-        self.run.write_json(folder / "epoch_update.json", update)
+        folder.epoch_update(update)
         s.epoch_updates.append(update)
         s.wall_seconds += update.seconds
         self._epoch_started(epoch)
@@ -207,31 +223,25 @@ class Trainer:
         self._notify("on_epoch_update", update)
         return update
 
-    def _slow_update(self, previous: str, current: str, pairs: list[Any], folder: Any,
+    def _slow_update(self, previous: str, current: str, pairs: list[Any], folder: WorkDir,
                      errors: list[str]) -> tuple[GateDecision, str]:
         s = self._require_state()
         o = self.cfg.optimizer
         candidate, guidance, why = self._stage("slow_update", None, lambda: write_guidance(
             previous, current, pairs, o.longitudinal_pair_policy,
-            self.optimizer.for_stage("slow_update"), meta=self._meta(),
+            self._optimizer("slow_update"), meta=settings.meta_text(self.cfg, self._context()),
             constraints=size_note(current, o.max_skill_tokens),
-            max_chars=self.cfg.gradient.max_trajectory_chars, **self._opt_sampling()))
+            max_chars=self.cfg.gradient.max_trajectory_chars, **settings.sampling(self.cfg)))
         if candidate is None:
             errors.append(str(why))
             candidate = current
-        self.run.write_text(folder / "candidate.md", candidate)
+        folder.candidate(candidate)
         decision = self._stage("gate", None, lambda: self._gate(candidate, None, None))
-        self.run.write_json(folder / "gate.json", decision)
-        if decision.decision in ("accept", "accept_new_best"):
-            s.current_hash = self.run.save_skill(candidate)
-            self.run.write_text(self.run.current_skill_path, candidate)
-        if decision.decision == "accept_new_best":
-            s.best_hash, s.best_step = s.current_hash, s.global_step
-            self.run.write_text(self.run.best_skill_path, candidate)
-        if decision.decision in ("reject", "refused"):
-            s.rejected.append(RejectedStep(
-                global_step=s.global_step, delta=_delta(decision),
-                note=f"slow-update guidance {guidance!r} ({decision.reason})"))
+        folder.gate(decision)
+        # Done between steps: the slow update counts as made after the last finished step.
+        self._adopt(candidate, decision, s.global_step, RejectedStep(
+            global_step=s.global_step, delta=decision.delta,
+            note=f"slow-update guidance {guidance!r} ({decision.reason})"))
         self.run.event("slow_update", epoch=s.epoch, decision=decision)
         return decision, guidance
 
@@ -242,40 +252,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ stages
     def _rollout(self, tasks: Sequence[Task], skill: str) -> list[RolloutResult]:
-        return rollout(self.env, tasks, skill, self.target.for_stage("rollout"),
+        return rollout(self.env, tasks, skill, self._target("rollout"),
                        workers=self.cfg.execution.rollout_workers,
                        on_result=lambda _r: self._notify("on_task_done", "rollout"))
 
-    def _forward_backward(self, skill: str) -> tuple[list[RolloutResult], list[Patch]]:
-        """Rollout and reflect on each of the step's ``train.accumulation`` batches."""
-        results: list[RolloutResult] = []
-        patches: list[Patch] = []
-        for j in range(self.cfg.train.accumulation):
-            out, found = self._batch(skill, j)
-            results += out
-            patches += found
-        return results, patches
-
-    def _batch(self, skill: str, j: int) -> tuple[list[RolloutResult], list[Patch]]:
+    def _batch(self, j: int) -> tuple[list[Task], Any]:
+        """Batch ``j`` of the step's ``train.accumulation`` and its minibatch shuffler."""
         s = self._require_state()
         t = self.cfg.train
         batch = batch_for(self.train_tasks, t.seed, s.epoch, s.step * t.accumulation + j,
                           t.batch_size)
         rng = step_rng(t.seed, s.epoch, s.step, "minibatch" if j == 0 else f"minibatch{j}")
-        out = self._stage("rollout", len(batch), lambda: self._rollout(batch, skill))
-        patches = self._stage("reflect", None, lambda: reflect(
-            out, skill, self.optimizer.for_stage("reflect"), self._reflect_settings(skill),
-            rng, self._rejected()))
-        return out, patches
-
-    def _propose(self, skill: str, patches: list[Patch], budget: int) -> Proposal:
-        mode = self.cfg.optimizer.skill_update_mode
-        settings = self._propose_settings(skill)
-        if mode == "full_rewrite_minibatch":
-            return propose_full(skill, patches, lambda doc: self.evaluate(doc, "val", self.val_tasks),
-                                lambda score, doc: self._metric(score, doc), settings)
-        make = propose_rewrite if mode == "rewrite_from_suggestions" else propose_patch
-        return make(skill, patches, budget, self.optimizer.for_stage, settings)
+        return batch, rng
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
               unchanged: str = "no change could be applied") -> GateDecision:
@@ -307,11 +295,11 @@ class Trainer:
         if known is not None:
             return known
         self._notify("on_stage_start", f"eval:{split}", len(tasks))
-        results = rollout(self.env, tasks, skill, self.target.for_stage(f"eval_{split}"),
+        results = rollout(self.env, tasks, skill, self._target(f"eval_{split}"),
                           workers=self.cfg.execution.rollout_workers,
                           on_result=lambda _r: self._notify("on_task_done", f"eval:{split}"))
         self._notify("on_stage_end", f"eval:{split}", 0.0)
-        self.run.write_jsonl(self.run.eval_dir(split, digest) / "rollouts.jsonl", results)
+        self.run.eval_dir(split, digest).rollouts(results)
         result = score(results, split, digest)
         s.put_score(result)
         self._notify("on_evaluate", result)
@@ -320,26 +308,33 @@ class Trainer:
     # ------------------------------------------------------------------ bookkeeping
     def _commit(self, record: StepRecord, proposal: Proposal, decision: GateDecision) -> None:
         s = self._require_state()
-        candidate = proposal.candidate
-        if decision.decision in ("accept", "accept_new_best"):
-            s.current_hash = self.run.save_skill(candidate)
-            self.run.write_text(self.run.current_skill_path, candidate)
-        if decision.decision == "accept_new_best":
-            s.best_hash, s.best_step = s.current_hash, s.global_step + 1
-            self.run.write_text(self.run.best_skill_path, candidate)
-        if decision.decision in ("reject", "refused"):
-            note = decision.reason if decision.decision == "refused" else ""
-            if self.cfg.optimizer.skill_update_mode == "full_rewrite_minibatch":
-                note = f"whole-document rewrite{'; ' + note if note else ''}"
-            s.rejected.append(RejectedStep(
-                global_step=s.global_step + 1, edits=proposal.kept, delta=_delta(decision),
-                reminders=proposal.reminders, note=note))
+        note = decision.reason if decision.decision == "refused" else ""
+        if self.cfg.optimizer.skill_update_mode == "full_rewrite_minibatch":
+            note = f"whole-document rewrite{'; ' + note if note else ''}"
+        self._adopt(proposal.candidate, decision, record.global_step, RejectedStep(
+            global_step=record.global_step, edits=proposal.kept, delta=decision.delta,
+            reminders=proposal.reminders, note=note))
         s.history.append(record)
         s.wall_seconds += record.seconds
         self.run.event("gate", global_step=record.global_step, decision=decision)
         s.advance()
         self._checkpoint()
         self.run.event("step_end", global_step=record.global_step, decision=decision.decision)
+
+    def _adopt(self, candidate: str, decision: GateDecision, at_step: int,
+               rejected: RejectedStep) -> None:
+        """Carry out the gate's decision: an accepted candidate becomes the current skill (and
+        the best, with ``accept_new_best``, found at global step ``at_step``); a rejected or
+        refused one goes into the rejected buffer as ``rejected``."""
+        s = self._require_state()
+        if decision.decision in ("accept", "accept_new_best"):
+            s.current_hash = self.run.save_skill(candidate)
+            self.run.write_text(self.run.current_skill_path, candidate)
+        if decision.decision == "accept_new_best":
+            s.best_hash, s.best_step = s.current_hash, at_step
+            self.run.write_text(self.run.best_skill_path, candidate)
+        if decision.decision in ("reject", "refused"):
+            s.rejected.append(rejected)
 
     def _record(self, results: list[RolloutResult], patches: list[Patch], proposal: Proposal,
                 decision: GateDecision, budget: int, seconds: float) -> StepRecord:
@@ -364,13 +359,9 @@ class Trainer:
         )
 
     def _start_or_resume(self) -> TrainerState:
-        fingerprint = self.resolved.fingerprint()
-        data = self.run.load_checkpoint_data()
-        if data is not None:
-            state = TrainerState.model_validate(data)
-            self._check_fingerprint(state.fingerprint, fingerprint)
-            state.fingerprint = fingerprint
-            self.meter.stages = Meter.from_json(state.meter).stages
+        state = resume_state(self.run, self.resolved, self.allow_config_change)
+        if state is not None:
+            self._load_meter(state.meter)
             self.state = state
             self.run.event("resume", epoch=state.epoch, step=state.step, phase=state.phase)
             self._notify("on_resume", state)
@@ -382,14 +373,16 @@ class Trainer:
         if cap is not None and estimate_tokens(skill) > cap:
             raise DataError(f"the initial skill is {estimate_tokens(skill)} estimated tokens, "
                             f"over optimizer.max_skill_tokens ({cap})")
-        self._prepare_new_dir(fingerprint)
+        claim_run(self.run, self.resolved, __version__, self.allow_config_change)
+        self._load_meter({})
         digest = self.run.save_skill(skill)
         t = self.cfg.train
         total = steps_per_epoch(len(self.train_tasks), t.batch_size * t.accumulation,
                                 t.steps_per_epoch)
         self.state = TrainerState(
-            fingerprint=fingerprint, steps_per_epoch=total, num_epochs=self.cfg.train.num_epochs,
-            initial_hash=digest, current_hash=digest, best_hash=digest, epoch_start={"1": digest},
+            fingerprint=self.resolved.fingerprint(), steps_per_epoch=total,
+            num_epochs=self.cfg.train.num_epochs, initial_hash=digest, current_hash=digest,
+            best_hash=digest, epoch_start={"1": digest},
         )
         self.run.event("run_start", version=__version__, steps=self.state.total_steps)
         self._open_scope(self.run.scope_dir("init"))
@@ -398,43 +391,6 @@ class Trainer:
         self.run.write_text(self.run.current_skill_path, skill)
         self._checkpoint()
         return self.state
-
-    def _prepare_new_dir(self, fingerprint: str) -> None:
-        root = self.run.root
-        marker = root / "run.json"
-        if marker.exists():
-            previous = json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
-            self._check_fingerprint(previous, fingerprint)
-        elif root.exists() and any(root.iterdir()):
-            raise RunDirError(f"{root}: exists, is not empty and is not a skillgrad run directory")
-        self.run.write_json(marker, {"fingerprint": fingerprint, "skillgrad": __version__})
-        self.run.write_text(self.run.config_path, dump_yaml(self.resolved.redacted()))
-
-    def _check_fingerprint(self, previous: str | None, current: str) -> None:
-        if previous == current:
-            return
-        if not self.allow_config_change:
-            raise RunDirError(
-                f"{self.run.root}: this run directory was made with a different config"
-                f"{self._config_changes()}; use another --out, or pass --allow-config-change "
-                "to continue with this one"
-            )
-        self.run.event("config_changed", previous=previous, current=current)
-        self.run.write_text(self.run.config_path, dump_yaml(self.resolved.redacted()))
-
-    def _config_changes(self, shown: int = 3) -> str:
-        """What differs from the config the run directory holds, for the refusal message."""
-        try:
-            previous = yaml.safe_load(self.run.config_path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            return ""  # no readable record of the old config: the refusal still stands
-        if not isinstance(previous, dict):
-            return ""
-        changes = config_changes(previous, self.resolved.redacted())
-        if not changes:
-            return ""
-        more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
-        return f" ({'; '.join(changes[:shown])}{more})"
 
     def _final_evaluation(self) -> dict[str, EvalScore]:
         s = self._require_state()
@@ -461,22 +417,40 @@ class Trainer:
             return self.evaluate(self.run.load_skill(digest), split, self.val_tasks)
         return known
 
-    def _open_scope(self, folder: Any) -> None:
-        journal = CallJournal(folder / "calls.jsonl")
-        self.target.journal = self.optimizer.journal = journal
+    def _open_scope(self, folder: WorkDir) -> None:
+        """Journal the model calls from here on in ``folder`` (what resume and replay read)."""
+        self._journal = CallJournal(folder.calls_path)
+
+    def _target(self, stage: str) -> StageModel:
+        return self.target.for_stage(stage, journal=self._journal)
+
+    def _optimizer(self, stage: str) -> StageModel:
+        return self.optimizer.for_stage(stage, journal=self._journal)
+
+    def _meters(self) -> list[Meter]:
+        """The clients' meters, once each (both roles usually share one)."""
+        meters = [self.target.meter]
+        if self.optimizer.meter is not self.target.meter:
+            meters.append(self.optimizer.meter)
+        return meters
+
+    def _load_meter(self, data: dict[str, Any]) -> None:
+        """Set the clients' counts to the checkpoint's (``{}``: a new run starts from zero)."""
+        stages = Meter.from_json(data).stages
+        for meter in self._meters():
+            roles = {c.role for c in (self.target, self.optimizer) if c.meter is meter}
+            meter.stages = {r: v for r, v in stages.items() if r in roles}
 
     def _checkpoint(self) -> None:
         s = self._require_state()
-        s.meter = self.meter.to_json()
+        s.meter = {k: v for m in self._meters() for k, v in m.to_json().items()}
         self.run.save_checkpoint(s)
 
-    def _read_summary(self) -> dict[str, Any]:
-        return json.loads(self.run.summary_path.read_text(encoding="utf-8"))
-
-    def _stage(self, name: str, total: int | None, fn: Callable[[], T]) -> T:
+    def _stage(self, name: str, total: int | None, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, timed under ``name`` and announced to the callbacks."""
         self._notify("on_stage_start", name, total)
         started = time.monotonic()
-        out = fn()
+        out = fn(*args)
         seconds = time.monotonic() - started
         s = self._require_state()
         s.stage_seconds[name] = round(s.stage_seconds.get(name, 0.0) + seconds, 3)
@@ -492,81 +466,14 @@ class Trainer:
             raise RuntimeError("trainer state is not initialised; call fit()")
         return self.state
 
-    def _reflect_settings(self, skill: str) -> ReflectSettings:
-        g, o = self.cfg.gradient, self.cfg.optimizer
-        return ReflectSettings(
-            minibatch_size=g.minibatch_size, workers=g.analyst_workers,
-            failure_only=g.failure_only, max_trajectory_chars=g.max_trajectory_chars,
-            max_edits=self._max_edits(), **self._opt_sampling(),
-            mode=o.skill_update_mode, skill_aware=o.use_skill_aware_reflection,
-            reminders_from=o.skill_aware_appendix_source, meta=self._meta(),
-            constraints=size_note(skill, o.max_skill_tokens),
-            rewrite_max_tokens=o.rewrite_max_tokens,
-        )
-
-    def _propose_settings(self, skill: str) -> ProposeSettings:
-        g, o = self.cfg.gradient, self.cfg.optimizer
-        s = self._require_state()
-        sampling = self._opt_sampling()
-        kind = "suggestions" if o.skill_update_mode == "rewrite_from_suggestions" else "edits"
-        return ProposeSettings(
-            mode=o.skill_update_mode,
-            merge=MergeSettings(merge_batch_size=g.merge_batch_size, workers=g.analyst_workers,
-                                max_edits=self._max_edits(), meta=self._meta(), **sampling),
-            select=SelectSettings(mode=o.lr_control_mode, ceiling=o.ceiling, kind=kind,
-                                  rejected_text=render_rejected(self._rejected()),
-                                  meta=self._meta(), history=render_history(s.history),
-                                  **sampling),
-            fuzzy_threshold=o.fuzzy_threshold, skill_aware=o.use_skill_aware_reflection,
-            reminders_from=o.skill_aware_appendix_source,
-            consolidate_threshold=o.skill_aware_consolidate_threshold, meta=self._meta(),
-            constraints=size_note(skill, o.max_skill_tokens),
-            rewrite_max_tokens=o.rewrite_max_tokens, max_skill_tokens=o.max_skill_tokens,
-            **sampling,
-        )
-
-    @property
-    def gate_rule(self) -> GateRule:
-        ev = self.cfg.evaluation
-        return GateRule(metric=ev.gate_metric, mixed_weight=ev.gate_mixed_weight,
-                        use_gate=ev.use_gate, test=ev.gate_test, alpha=ev.gate_alpha,
-                        min_margin=ev.gate_min_margin,
-                        bootstrap_samples=ev.gate_bootstrap_samples,
-                        density_weight=ev.density_bonus_weight, seed=self.cfg.train.seed)
-
     def _metric(self, score: EvalScore, skill: str) -> float:
         rule = self.gate_rule
         return rule.value(score, directive_density(skill) if rule.density_weight else 0.0)
 
-    def _max_edits(self) -> int:
-        return max(2, self.cfg.optimizer.learning_rate * 2)
-
-    def _meta(self) -> str:
+    def _context(self) -> settings.OptimizerContext:
         s = self._require_state()
-        return render_meta(s.meta_skill) if self.cfg.optimizer.use_meta_skill else ""
+        return settings.OptimizerContext(meta_skill=s.meta_skill, rejected=s.rejected,
+                                         history=s.history)
 
-    def _rejected(self) -> list[RejectedStep]:
-        s = self._require_state()
-        return s.rejected if self.cfg.optimizer.use_rejected_buffer else []
-
-    def _opt_sampling(self) -> dict[str, Any]:
-        o = self.cfg.optimizer
-        return {"max_tokens": o.max_tokens, "temperature": o.temperature}
-
-
-def _delta(decision: GateDecision) -> float | None:
-    if decision.candidate is None or decision.current is None:
-        return None
-    return decision.candidate - decision.current
-
-
-def _unchanged(proposal: Proposal) -> str:
-    """Why a step's candidate is the skill it started from, for a skip's reason: no edit was
-    proposed, or the edits did not apply (and why: anchor not found, duplicate content, ...)."""
-    report = proposal.report
-    skipped = [o for o in report.outcomes if o.status == "skipped"] if report else []
-    if not skipped:
-        return "no edit was proposed" if proposal.n_proposed == 0 else "no change could be applied"
-    reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
-    noun = "edit" if len(skipped) == 1 else "edits"
-    return f"no change could be applied ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
+    def _rejected(self) -> Sequence[RejectedStep]:
+        return settings.rejected(self.cfg, self._context())

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.records import RolloutResult, Task
 
 Split = Literal["train", "val", "test"]
@@ -71,3 +72,14 @@ class EnvironmentFactory(Protocol):
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> Environment: ...
+
+
+def single_turn(model: ChatModel, skill: str, content: str | list[dict[str, Any]], *,
+                max_tokens: int, temperature: float) -> tuple[Message, Message, Completion]:
+    """One call of the target, the skill first (as the system message) and ``content`` as the
+    user's: the two messages and the completion. A model failure propagates, never scored."""
+    system = Message(role="system", content=skill)
+    user = Message(role="user", content=content)
+    completion = model.complete(ChatRequest(messages=(system, user), max_tokens=max_tokens,
+                                            temperature=temperature))
+    return system, user, completion

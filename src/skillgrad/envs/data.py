@@ -23,9 +23,9 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from skillgrad.envs.base import SPLITS, EnvCommon, Split
+from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.skill import read_skill_file
 
@@ -249,6 +249,11 @@ def resolve_path(path: Path, base_dir: Path) -> Path:
     return path if path.is_absolute() else Path(base_dir) / path
 
 
+def skill_file(common: EnvCommon, base_dir: Path) -> Path | None:
+    """The skill file ``env.skill_init`` names (relative to the config's folder), if any."""
+    return resolve_path(common.skill_init, base_dir) if common.skill_init else None
+
+
 def load_splits(
     common: EnvCommon,
     data_path: Path | None,
@@ -315,21 +320,45 @@ def warn_shared_groups(
                         "independent", source, a, b, len(common), "s" * (len(common) != 1), shown)
 
 
-class SplitTasksMixin:
-    """``tasks`` and ``initial_skill`` for an environment that holds its splits in ``_splits``,
-    an optional skill file in ``skill_path`` and its shipped skill (a file of
-    ``skillgrad.envs``) in ``DEFAULT_SKILL``."""
+OptionsT = TypeVar("OptionsT", bound=EnvOptions)
 
-    DEFAULT_SKILL: str
-    _splits: dict[Split, list[Any]]
-    skill_path: Path | None
+
+def shipped_skill(package: str) -> str:
+    """The skill an environment package ships: the ``skill.md`` file of ``package``."""
+    return resources.files(package).joinpath("skill.md").read_text("utf-8")
+
+
+def package_file(package: str, *parts: str) -> Path:
+    """A data file an environment package ships, e.g. ``package_file(__package__, "data",
+    "games.jsonl")``, as a path (the package is installed as files, never zipped)."""
+    found = resources.files(package)
+    for part in parts:
+        found = found.joinpath(part)
+    return Path(str(found))
+
+
+class SplitTasksMixin(Generic[OptionsT]):
+    """Construction, ``tasks`` and ``initial_skill`` of an environment whose tasks are loaded
+    up front: it holds its splits, its options and an optional skill file (``skill_path``);
+    without one, the skill is the ``skill.md`` its package ``SKILL_PACKAGE`` ships. An
+    environment with more state takes it in its own ``__init__`` and passes the rest on."""
+
+    SKILL_PACKAGE: ClassVar[str]
+    Options: ClassVar[type[EnvOptions]]
+
+    def __init__(self, splits: Mapping[Split, Sequence[Any]], options: OptionsT | None = None,
+                 skill_path: Path | None = None) -> None:
+        self._splits: dict[Split, list[Any]] = {s: list(splits.get(s, ())) for s in SPLITS}
+        self.options: OptionsT = options if options is not None else cast(
+            "OptionsT", self.Options())
+        self.skill_path = skill_path
 
     def tasks(self, split: Split) -> list[Any]:
         if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}")
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
         return list(self._splits[split])
 
     def initial_skill(self) -> str:
         if self.skill_path is not None:
             return read_skill_file(self.skill_path)
-        return resources.files("skillgrad.envs").joinpath(self.DEFAULT_SKILL).read_text("utf-8")
+        return shipped_skill(self.SKILL_PACKAGE)

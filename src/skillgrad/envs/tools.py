@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 
 ToolMode = Literal["native", "text"]
 

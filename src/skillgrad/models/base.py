@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from skillgrad.errors import FatalModelError
-from skillgrad.records import ChatRequest, Completion
+from skillgrad.models.messages import ChatRequest, Completion
 
 
 @runtime_checkable

@@ -25,8 +25,8 @@ from typing import Any
 from skillgrad.errors import ConfigError, ModelError, TransientModelError
 from skillgrad.models.accounting import Budget, BudgetExhausted, Prices
 from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.models.store import ResponseCache, request_key
-from skillgrad.records import ChatRequest, Completion, Usage
 
 log = logging.getLogger(__name__)
 
@@ -202,13 +202,16 @@ class ModelClient:
         self._budget_lock = threading.Lock()
         self._in_flight = 0  # fresh calls that passed the budget check and are not metered yet
 
-    def for_stage(self, stage: str) -> StageModel:
-        """A :class:`ChatModel` view of this client that meters its calls under ``stage``."""
-        return StageModel(self, stage)
+    def for_stage(self, stage: str, journal: CallJournal | None = None) -> StageModel:
+        """A :class:`ChatModel` view of this client that meters its calls under ``stage`` and
+        journals them in ``journal`` (default: the client's own ``journal``)."""
+        return StageModel(self, stage, journal)
 
-    def call(self, request: ChatRequest, *, stage: str) -> Completion:
+    def call(
+        self, request: ChatRequest, *, stage: str, journal: CallJournal | None = None
+    ) -> Completion:
         key = request_key(self.role, request)
-        journal = self.journal
+        journal = journal if journal is not None else self.journal
         if journal is not None:
             journaled = journal.lookup(key)
             if journaled is not None:
@@ -323,6 +326,7 @@ class StageModel:
 
     client: ModelClient
     stage: str
+    journal: CallJournal | None = None
 
     def complete(self, request: ChatRequest) -> Completion:
-        return self.client.call(request, stage=self.stage)
+        return self.client.call(request, stage=self.stage, journal=self.journal)

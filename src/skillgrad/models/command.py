@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.base import non_text_parts, refuse_tools
-from skillgrad.records import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 
 log = logging.getLogger(__name__)
 

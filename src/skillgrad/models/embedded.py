@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillgrad.errors import ConfigError, DataError, FatalModelError
 from skillgrad.models.base import non_text_parts, refuse_tools
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
-from skillgrad.records import ChatRequest, Completion, Message, Usage
 
 log = logging.getLogger(__name__)
 

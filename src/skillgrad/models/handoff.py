@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillgrad.errors import AnswersPending, FatalModelError
 from skillgrad.models.base import refuse_tools
-from skillgrad.records import ChatRequest, Completion, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.rundir import atomic_write_text
 
 
@@ -38,7 +38,7 @@ class HandoffOptions(BaseModel):
 
 
 def call_id(request: ChatRequest) -> str:
-    payload = json.dumps(request.model_dump(mode="json"), sort_keys=True)
+    payload = json.dumps(request.identity(), sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

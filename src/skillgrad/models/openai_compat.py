@@ -30,7 +30,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
-from skillgrad.records import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 
 log = logging.getLogger(__name__)
 

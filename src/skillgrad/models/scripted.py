@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillgrad.errors import ConfigError, ScriptExhausted
-from skillgrad.records import ChatRequest, Completion, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Usage
 
 Reply = str | dict[str, Any] | list[Any] | Completion
 

@@ -18,19 +18,19 @@ import threading
 from pathlib import Path
 
 from skillgrad.errors import DataError, FatalModelError
-from skillgrad.records import ChatRequest, Completion
-from skillgrad.rundir import atomic_write_text
+from skillgrad.models.messages import ChatRequest, Completion
+from skillgrad.rundir import CALLS, atomic_write_text
 
 log = logging.getLogger(__name__)
 
 
 def _request_json(request: ChatRequest) -> str:
-    return json.dumps(request.model_dump(mode="json"), sort_keys=True)
+    return json.dumps(request.identity(), sort_keys=True)
 
 
 def request_key(role: str, request: ChatRequest) -> str:
     """The identity of one role's request: the journal and the recording are keyed by it."""
-    payload = json.dumps({"role": role, "request": request.model_dump(mode="json")}, sort_keys=True)
+    payload = json.dumps({"role": role, "request": request.identity()}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -68,7 +68,7 @@ class Recording:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        journals = sorted(self.run_dir.rglob("calls.jsonl"), key=self._scope_order)
+        journals = sorted(self.run_dir.rglob(CALLS), key=self._scope_order)
         if not journals:
             raise DataError(f"--replay {run_dir}: no recorded calls (no calls.jsonl) in it")
         self._answers: dict[str, list[Completion]] = {}

@@ -2,7 +2,7 @@
 searching, opening documents and reading sections (the OfficeQA family).
 
 In deep-learning terms it is a data set plus a loss. The built-in collection has real prose
-(NYT articles and Amazon review digests from SQuAD-Shifts, CC BY 4.0, ``doc_qa_data/``) and
+(NYT articles and Amazon review digests from SQuAD-Shifts, CC BY 4.0, ``data/``) and
 seeded quarterly business reports with markdown tables whose questions have computed numeric
 answers (:mod:`skillgrad.envs.doc_qa.reports`). Scoring: normalised exact match (numbers within
 a relative tolerance) for ``hard``, token F1 for ``soft``. Questions are split by document
@@ -20,7 +20,6 @@ with ``split_mode: split_dir``)::
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -29,8 +28,9 @@ from pydantic import Field, model_validator
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
 from skillgrad.envs.data import (
     load_splits,
+    package_file,
     require_nonempty,
-    resolve_path,
+    skill_file,
     split_by_ratio,
 )
 from skillgrad.envs.doc_qa.corpus import Document, DocumentIndex, Section
@@ -152,15 +152,14 @@ class DocQAEnvironment(DocToolEnvironment):
                               snippet_chars=options.snippet_chars,
                               section_chars=options.section_chars,
                               list_sections=options.list_sections)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, index, options, skill)
+        return cls(splits, index, options, skill_file(common, base_dir))
 
 
 def _builtin_splits(common: EnvCommon, options: DocQAOptions
                     ) -> tuple[list[Document], dict[Split, list[Task]]]:
     """The built-in collection: the bundled real documents of the chosen parts plus the
     generated reports, split by ratio with document families kept together."""
-    path = Path(str(resources.files("skillgrad.envs").joinpath("doc_qa_data").joinpath(BUNDLED)))
+    path = package_file("skillgrad.envs.doc_qa", "data", BUNDLED)
     documents: list[Document] = []
     tasks: list[Task] = []
     real = [p for p in options.parts if p != "reports"]

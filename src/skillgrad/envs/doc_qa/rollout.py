@@ -46,18 +46,16 @@ class DocToolOptions(EnvOptions):
                              description="relative tolerance when the gold is a number")
 
 
-class DocToolEnvironment(SplitTasksMixin):
+class DocToolEnvironment(SplitTasksMixin[DocToolOptions]):
     """What ``doc_qa`` and ``officeqa`` share once their data is loaded: the splits, the
     document index, the shipped skill and the rollout; each adds only its ``create``."""
 
-    DEFAULT_SKILL = "doc_qa_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.doc_qa"
 
     def __init__(self, splits: dict[Split, list[Task]], index: DocumentIndex,
                  options: DocToolOptions, skill_path: Path | None = None) -> None:
-        self._splits = splits
+        super().__init__(splits, options, skill_path)
         self.index = index
-        self.options = options
-        self.skill_path = skill_path
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         return doc_rollout(task, skill, model, self.index, self.options)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from skillgrad.envs.household.engine import INVALID_FEEDBACK, Game, Observation
 from skillgrad.envs.household.progress import Test, level
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 
 Mode = Literal["text", "native"]
 _PREFIX = re.compile(r"^(?:\**\s*(?:action|command)\s*\**\s*:\s*|>\s*)", re.IGNORECASE)

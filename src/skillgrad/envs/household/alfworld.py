@@ -22,8 +22,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import resolve_path
+from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions
+from skillgrad.envs.data import resolve_path, skill_file
 from skillgrad.envs.household.engine import check_game_file, goal_of_grammar
 from skillgrad.envs.household.env import GameEnvironment, PlayOptions
 from skillgrad.errors import ConfigError, DataError
@@ -49,12 +49,6 @@ class ALFWorldEnvironment(GameEnvironment):
 
     Options: ClassVar[type[EnvOptions]] = ALFWorldOptions
 
-    def __init__(self, splits: dict[Split, list[Task]], options: ALFWorldOptions,
-                 skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.options = options
-        self.skill_path = skill_path
-
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> ALFWorldEnvironment:
         if common.split_mode != "ratio" or common.split_dir is not None:
@@ -68,8 +62,7 @@ class ALFWorldEnvironment(GameEnvironment):
                  "test": options.test_split}
         splits = {split: load_official_split(root / names[split], set(options.task_types),
                                              options.max_games, root) for split in SPLITS}
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, options, skill)
+        return cls(splits, options, skill_file(common, base_dir))
 
     def game(self, task: Task) -> tuple[dict[str, Any], str]:
         path = Path(task.reference["game_file"])

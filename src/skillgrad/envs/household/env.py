@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, package_file, skill_file
 from skillgrad.envs.household.agent import Playthrough, Settings, play
 from skillgrad.envs.household.engine import game_data, load_game
 from skillgrad.envs.household.generate import TASK_TYPES
@@ -65,12 +64,11 @@ class HouseholdOptions(PlayOptions):
                                    "generate_household.py; default: the bundled games")
 
 
-class GameEnvironment(SplitTasksMixin, ABC):
-    """Rollout and scoring shared by the generated and the official games. A subclass fills
-    ``_splits`` and implements :meth:`game` (the ``game.tw-pddl`` object of a task)."""
+class GameEnvironment(SplitTasksMixin[PlayOptions], ABC):
+    """Rollout and scoring shared by the generated and the official games. A subclass
+    implements :meth:`game` (the ``game.tw-pddl`` object of a task)."""
 
-    DEFAULT_SKILL = "household_skill.md"
-    options: PlayOptions
+    SKILL_PACKAGE = "skillgrad.envs.household"
 
     @abstractmethod
     def game(self, task: Task) -> tuple[dict[str, Any], str]:
@@ -94,21 +92,17 @@ class HouseholdEnvironment(GameEnvironment):
 
     def __init__(self, splits: dict[Split, list[Task]], problems: dict[str, tuple[str, str]],
                  options: PlayOptions, skill_path: Path | None = None) -> None:
-        self._splits = splits
+        super().__init__(splits, options, skill_path)
         self._problems = problems
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> HouseholdEnvironment:
         data_path = options.data_path
         if data_path is None and common.split_mode == "ratio":
-            data_path = Path(str(resources.files("skillgrad.envs.household").joinpath(
-                "data").joinpath(BUNDLED)))
+            data_path = package_file("skillgrad.envs.household", "data", BUNDLED)
         library = _Library(set(options.task_types))
         splits = load_splits(common, data_path, base_dir, library.load, lambda t: t.group)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, library.problems, options, skill)
+        return cls(splits, library.problems, options, skill_file(common, base_dir))
 
     def game(self, task: Task) -> tuple[dict[str, Any], str]:
         problem, goal = self._problems[task.id]

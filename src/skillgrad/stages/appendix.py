@@ -17,10 +17,11 @@ from difflib import SequenceMatcher
 from pydantic import BaseModel, ConfigDict
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json, strict_schema
 from skillgrad.models.base import ChatModel
-from skillgrad.records import Message, Patch
+from skillgrad.models.messages import Message
+from skillgrad.records import Patch
 from skillgrad.skill import body_without_blocks, get_block, set_block
-from skillgrad.structured import ask_json, strict_schema
 
 BLOCK = "APPENDIX"
 HEADING = "Reminders (rules you have missed before; follow them):"
@@ -118,7 +119,7 @@ def _consolidate(
     schema = strict_schema(ConsolidateReply.model_json_schema())
     schema["properties"]["reminders"]["maxItems"] = limit
     reply = ask_json(model, [Message(role="user", content=text)], ConsolidateReply,
-                     max_tokens=max_tokens, temperature=temperature, schema=schema)
+                     kind="consolidate", max_tokens=max_tokens, temperature=temperature, schema=schema)
     kept = [" ".join(r.split()) for r in (reply.value.reminders if reply.value else []) if r.strip()]
     if reply.value is None or not kept:
         # Recorded fallback: keep the newest ``limit`` reminders.

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
-from skillgrad.records import Message, StepRecord
-from skillgrad.slow_update import Pair, count, render_counts, render_pairs
-from skillgrad.structured import ask_json
+from skillgrad.models.messages import Message
+from skillgrad.records import StepRecord
+from skillgrad.stages.slow_update import Pair, count, render_counts, render_pairs
 
 MAX_CHARS = 3000
 
@@ -60,7 +61,7 @@ def update_notes(
         counts=render_counts(count(pairs)), pairs=render_pairs(pairs, "mixed", max_chars, 4),
     )
     reply = ask_json(model, [Message(role="user", content=text)], NotesReply,
-                     max_tokens=max_tokens, temperature=temperature)
+                     kind="meta_skill", max_tokens=max_tokens, temperature=temperature)
     if reply.value is None:
         return None, f"meta-skill reply unusable ({reply.error}); the previous notes stay"
     new = reply.value.notes.strip()

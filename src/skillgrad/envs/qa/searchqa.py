@@ -20,7 +20,7 @@ from pydantic import Field
 
 from skillgrad.envs.base import EnvOptions
 from skillgrad.envs.data import load_records
-from skillgrad.envs.qa import QAEnvironment, QAOptions, QARecord, parse_record
+from skillgrad.envs.qa.env import QAEnvironment, QAOptions, QARecord, parse_record
 from skillgrad.errors import DataError
 
 _DOC = re.compile(r"\[DOC\]")

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
-from skillgrad.records import Message, Patch, Suggestion
+from skillgrad.models.messages import Message
+from skillgrad.records import Patch, Suggestion
 from skillgrad.skill import body_without_blocks, protected_spans
-from skillgrad.structured import ask_json
 
 _WORDS = re.compile(r"[a-z0-9]+")
 
@@ -47,11 +48,11 @@ class RewriteResult:
 
 
 def ask_document(
-    model: ChatModel, prompt: str, *, max_tokens: int | None, temperature: float | None
+    model: ChatModel, prompt: str, *, kind: str, max_tokens: int | None, temperature: float | None
 ) -> RewriteResult:
     """Ask for a whole document (as JSON, which a grammar-constrained model cannot wrap in
     chatter or follow with an echo of the instructions); never raises on a bad reply."""
-    reply = ask_json(model, [Message(role="user", content=prompt)], DocumentReply,
+    reply = ask_json(model, [Message(role="user", content=prompt)], DocumentReply, kind=kind,
                      max_tokens=max_tokens, temperature=temperature)
     if reply.value is None:
         error = reply.error or "no document"
@@ -151,7 +152,7 @@ def rewrite_document(
                        for n, s in enumerate(suggestions, 1))
     text = prompts.render("rewrite", skill=body, blocks=blocks, meta=meta, suggestions=listed,
                           constraints=constraints)
-    result = ask_document(model, text, max_tokens=max_tokens, temperature=temperature)
+    result = ask_document(model, text, kind="rewrite", max_tokens=max_tokens, temperature=temperature)
     candidate, refusal = settle(skill, result.document, result.error)
     if candidate is None:
         return RewriteResult(None, refusal, result.raw)

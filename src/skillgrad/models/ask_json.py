@@ -17,7 +17,7 @@ import json_repair
 from pydantic import BaseModel, ValidationError
 
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Message
+from skillgrad.models.messages import ChatRequest, Message
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -89,21 +89,23 @@ def ask_json(
     messages: list[Message],
     shape: type[T],
     *,
+    kind: str,
     max_tokens: int | None = None,
     temperature: float | None = None,
     schema: dict[str, Any] | None = None,
 ) -> JsonReply[T]:
     """Ask for a JSON object of ``shape``; one repair retry; never raises on a bad reply.
 
-    ``schema`` (default: ``shape``'s, every key required) is what the request asks the model
-    for; it may be narrower than ``shape`` (an enum of allowed anchors, say)."""
+    ``kind`` names the call (its prompt); ``schema`` (default: ``shape``'s, every key required)
+    is what the request asks the model for; it may be narrower than ``shape`` (an enum of
+    allowed anchors, say)."""
     schema = schema or strict_schema(shape.model_json_schema())
     raw = ""
     error: str | None = None
     for attempt in (1, 2):
         request = ChatRequest(
             messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
-            json_schema=schema,
+            json_schema=schema, kind=kind,
         )
         completion = model.complete(request)
         raw = completion.text

@@ -20,12 +20,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions, single_turn
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, skill_file
 from skillgrad.envs.scoring import extract_final_answer, normalize_answer
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Message, RolloutResult, Task
+from skillgrad.models.messages import Message
+from skillgrad.records import RolloutResult, Task
 
 LABELS = "ABCDEFGHIJ"
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -117,17 +118,11 @@ def read_choice(reply: str, choices: tuple[str, ...]) -> int | None:
     return LABELS.index(first) if len(first) == 1 and first in LABELS[: len(choices)] else None
 
 
-class MCQEnvironment(SplitTasksMixin):
+class MCQEnvironment(SplitTasksMixin[MCQOptions]):
     """Multiple-choice questions; built from config with :meth:`create`."""
 
-    DEFAULT_SKILL = "mcq_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.mcq"
     Options: ClassVar[type[EnvOptions]] = MCQOptions
-
-    def __init__(self, splits: dict[Split, list[Task]], options: MCQOptions,
-                 skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> MCQEnvironment:
@@ -137,15 +132,12 @@ class MCQEnvironment(SplitTasksMixin):
                     for i, raw in enumerate(load_records(path))]
 
         splits = load_splits(common, options.data_path, base_dir, load, lambda t: t.group)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, options, skill)
+        return cls(splits, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-        messages = (Message(role="system", content=skill),
-                    Message(role="user", content=task.prompt))
-        completion = model.complete(ChatRequest(messages=messages,
-                                                max_tokens=self.options.max_tokens,
-                                                temperature=self.options.temperature))
+        system, user, completion = single_turn(model, skill, task.prompt,
+                                               max_tokens=self.options.max_tokens,
+                                               temperature=self.options.temperature)
         choices = tuple(task.reference["choices"])
         correct = int(task.reference["correct"])
         picked = read_choice(completion.text, choices)
@@ -160,7 +152,7 @@ class MCQEnvironment(SplitTasksMixin):
         return RolloutResult(
             task_id=task.id, answer="" if picked is None else LABELS[picked], hard=hard,
             soft=hard, reason=reason, usage=completion.usage,
-            messages=(*messages, Message(role="assistant", content=completion.text)),
+            messages=(system, user, Message(role="assistant", content=completion.text)),
         )
 
 

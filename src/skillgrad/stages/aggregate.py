@@ -9,11 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import Message
 from skillgrad.parallel import fan_out
-from skillgrad.records import Edit, Message, Patch
-from skillgrad.reflect import PatchReply, patch_schema, render_edits
-from skillgrad.structured import ask_json
+from skillgrad.records import Edit, Patch
+from skillgrad.stages.render import render_edits
+from skillgrad.stages.replies import PatchReply, patch_schema
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def aggregate(
         "merge_final", skill=skill, meta=settings.meta, failure=render_edits(failure.edits),
         success=render_edits(success.edits), max_edits=str(settings.max_edits),
     )
-    final = _ask_merge(text, [failure, success], skill, model, settings)
+    final = _ask_merge("merge_final", text, [failure, success], skill, model, settings)
     levels.append([final])
     return Aggregation(final, levels)
 
@@ -79,7 +81,7 @@ def _merge_family(
             text = prompts.render("merge", kind=kind, skill=skill, meta=settings.meta,
                                   proposals=proposals,
                                   max_edits=str(settings.max_edits))
-            return _ask_merge(text, group, skill, model, settings)
+            return _ask_merge("merge", text, group, skill, model, settings)
 
         current = fan_out(merge, groups, settings.workers, "merge")
         levels.append(current)
@@ -87,9 +89,9 @@ def _merge_family(
 
 
 def _ask_merge(
-    text: str, inputs: list[Patch], skill: str, model: ChatModel, settings: MergeSettings
+    kind: str, text: str, inputs: list[Patch], skill: str, model: ChatModel, settings: MergeSettings
 ) -> Patch:
-    reply = ask_json(model, [Message(role="user", content=text)], PatchReply,
+    reply = ask_json(model, [Message(role="user", content=text)], PatchReply, kind=kind,
                      max_tokens=settings.max_tokens, temperature=settings.temperature,
                      schema=patch_schema(skill, settings.max_edits))
     source = inputs[0].source if len({p.source for p in inputs}) == 1 else "merged"

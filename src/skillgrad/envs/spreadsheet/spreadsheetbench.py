@@ -27,8 +27,8 @@ import openpyxl
 from openpyxl.utils import get_column_letter, range_boundaries
 from pydantic import Field
 
-from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path, skill_file
 from skillgrad.envs.spreadsheet.checker import qualified
 from skillgrad.envs.spreadsheet.workbook import (
     WorkbookOptions,
@@ -171,17 +171,11 @@ def expected_cells(task: Task) -> dict[str, Any]:
     return targets
 
 
-class SpreadsheetBenchEnvironment(SplitTasksMixin):
+class SpreadsheetBenchEnvironment(SplitTasksMixin[SpreadsheetBenchOptions]):
     """SpreadsheetBench items as workbook-editing tasks; built with :meth:`create`."""
 
-    DEFAULT_SKILL = "spreadsheet_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.spreadsheet"
     Options: ClassVar[type[EnvOptions]] = SpreadsheetBenchOptions
-
-    def __init__(self, splits: dict[Split, list[Task]], options: SpreadsheetBenchOptions,
-                 skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any,
@@ -192,8 +186,7 @@ class SpreadsheetBenchEnvironment(SplitTasksMixin):
         data_path = resolve_path(options.data_path, base_dir) if options.data_path else None
         splits = load_splits(common, data_path, base_dir, _Loader(options.cases),
                              lambda t: t.group)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, options, skill)
+        return cls(splits, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         input_path = Path(task.reference["input"])

@@ -19,11 +19,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
-from skillgrad.records import Message, PairCounts, RolloutResult, Task
-from skillgrad.reflect import clip_middle, render_trajectory
+from skillgrad.models.messages import Message
+from skillgrad.records import PairCounts, RolloutResult, Task
 from skillgrad.skill import set_block
-from skillgrad.structured import ask_json
+from skillgrad.stages.render import clip_middle, render_trajectory
 
 BLOCK = "SLOW_UPDATE"
 PAIRS_SHOWN = 8  # pairs the guidance call reads at most
@@ -126,7 +127,7 @@ def write_guidance(
         pairs=render_pairs(pairs, policy, max_chars), constraints=constraints,
     )
     reply = ask_json(model, [Message(role="user", content=text)], GuidanceReply,
-                     max_tokens=max_tokens, temperature=temperature)
+                     kind="slow_update", max_tokens=max_tokens, temperature=temperature)
     if reply.value is None:
         return None, "", f"guidance reply unusable ({reply.error})"
     guidance = reply.value.guidance.strip()

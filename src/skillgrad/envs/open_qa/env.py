@@ -8,7 +8,7 @@ a turn limit, and answers; the loss is SQuAD-style exact match (``hard``) and to
 more than one split and the gate is not fooled by near-duplicates.
 
 The bundled data is a deterministic subset of SQuAD v1.1 dev (CC BY-SA 4.0) and SQuAD-Shifts
-new_wiki (CC BY 4.0): 20 articles, 160 paragraphs, 320 questions (see ``open_qa_data/``). Any
+new_wiki (CC BY 4.0): 20 articles, 160 paragraphs, 320 questions (see ``data/DATA_CARD.md``). Any
 file in SQuAD's JSON format can be used instead with ``data_path``.
 """
 
@@ -18,14 +18,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_splits, resolve_path
+from skillgrad.envs.data import SplitTasksMixin, load_splits, package_file, skill_file
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.envs.tools import Episode, Tool, ToolError, run_episode
 from skillgrad.errors import ConfigError, DataError
@@ -123,18 +122,16 @@ def load_squad(path: Path) -> tuple[list[Question], list[Paragraph]]:
     return questions, paragraphs
 
 
-class OpenQAEnvironment(SplitTasksMixin):
+class OpenQAEnvironment(SplitTasksMixin[OpenQAOptions]):
     """Open-domain QA with a search tool; built from config with :meth:`create`."""
 
-    DEFAULT_SKILL = "open_qa_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.open_qa"
     Options: ClassVar[type[EnvOptions]] = OpenQAOptions
 
     def __init__(self, splits: dict[Split, list[Task]], index: SearchIndex,
                  options: OpenQAOptions, skill_path: Path | None = None) -> None:
-        self._splits = splits
+        super().__init__(splits, options, skill_path)
         self.index = index
-        self.options = options
-        self.skill_path = skill_path
         self.search_tool = Tool(
             "search", "Search the encyclopedia; returns the best matching paragraphs.",
             {"type": "object", "properties": {"query": {"type": "string"}},
@@ -144,12 +141,10 @@ class OpenQAEnvironment(SplitTasksMixin):
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> OpenQAEnvironment:
         data_path = options.data_path
         if data_path is None and common.split_mode == "ratio":
-            data_path = Path(str(resources.files("skillgrad.envs").joinpath(
-                "open_qa_data").joinpath(BUNDLED)))
+            data_path = package_file("skillgrad.envs.open_qa", "data", BUNDLED)
         corpus = _Corpus()
         splits = load_splits(common, data_path, base_dir, corpus.load, lambda t: t.group)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, SearchIndex(corpus.paragraphs), options, skill)
+        return cls(splits, SearchIndex(corpus.paragraphs), options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         o = self.options

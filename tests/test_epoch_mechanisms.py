@@ -93,7 +93,7 @@ def test_a_slow_update_the_gate_rejects_is_recorded_and_not_applied(toy_dir: Pat
 
 def test_pair_policies_choose_what_the_optimizer_sees(toy_dir: Path) -> None:
     from skillgrad.records import RolloutResult
-    from skillgrad.slow_update import count, pair_up, render_pairs
+    from skillgrad.stages.slow_update import count, pair_up, render_pairs
 
     def res(i: int, ok: bool) -> RolloutResult:
         return RolloutResult(task_id=f"t{i}", messages=(), answer="", hard=float(ok),
@@ -176,8 +176,8 @@ def test_reminders_past_the_threshold_are_consolidated_by_one_call(toy_dir: Path
 
 
 def test_failure_only_source_ignores_success_reminders() -> None:
-    from skillgrad.appendix import collect
     from skillgrad.records import Patch
+    from skillgrad.stages.appendix import collect
 
     patches = [Patch(source="failure", reminders=("A.",)), Patch(source="success",
                                                                   reminders=("B.",))]

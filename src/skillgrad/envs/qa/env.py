@@ -20,23 +20,20 @@ file, the record index and the key.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import load_records, load_splits, resolve_path
+from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, single_turn
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, skill_file
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Message, RolloutResult, Task
-from skillgrad.skill import read_skill_file
-
-DEFAULT_SKILL = "qa_initial_skill.md"
+from skillgrad.models.messages import Message
+from skillgrad.records import RolloutResult, Task
 
 
 class QAOptions(EnvOptions):
@@ -66,28 +63,19 @@ class QARecord:
     where: str
 
 
-class QAEnvironment:
+class QAEnvironment(SplitTasksMixin[QAOptions]):
     """Single-turn question answering scored by exact match and token F1.
 
     Build it with :meth:`create` from config, or directly from tasks (tests, other loaders).
     """
 
+    SKILL_PACKAGE = "skillgrad.envs.qa"
     Options: ClassVar[type[EnvOptions]] = QAOptions
 
     @staticmethod
     def load_file(path: Path) -> list[QARecord]:
         """Read and validate one data file (a subclass reads another published format)."""
         return load_qa_records(path)
-
-    def __init__(
-        self,
-        tasks: Mapping[Split, Sequence[Task]],
-        options: QAOptions | None = None,
-        skill_path: Path | None = None,
-    ) -> None:
-        self._tasks = {split: list(tasks.get(split, ())) for split in SPLITS}
-        self.options = options or QAOptions()
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: QAOptions, base_dir: Path) -> QAEnvironment:
@@ -100,29 +88,13 @@ class QAEnvironment:
         tasks = {
             split: [to_task(r, options.context_chars) for r in records[split]] for split in SPLITS
         }
-        skill_path = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(tasks, options, skill_path)
-
-    def tasks(self, split: Split) -> list[Task]:
-        if split not in self._tasks:
-            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        return list(self._tasks[split])
-
-    def initial_skill(self) -> str:
-        if self.skill_path is None:
-            return resources.files("skillgrad.envs").joinpath(DEFAULT_SKILL).read_text("utf-8")
-        return read_skill_file(self.skill_path)
+        return cls(tasks, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-        system = Message(role="system", content=skill)
-        user = Message(role="user", content=task.prompt)
-        request = ChatRequest(
-            messages=(system, user),
-            max_tokens=self.options.max_tokens,
-            temperature=self.options.temperature,
-        )
         # No try/except: a model failure is infrastructure and must propagate, never be scored.
-        completion = model.complete(request)
+        system, user, completion = single_turn(model, skill, task.prompt,
+                                               max_tokens=self.options.max_tokens,
+                                               temperature=self.options.temperature)
         golds = _golds(task)
         answer = extract_final_answer(completion.text)
         hard = exact_match(answer, golds)

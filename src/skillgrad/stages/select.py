@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
-from skillgrad.records import Edit, Message, RateDecision, Selection, StepRecord, Suggestion
-from skillgrad.reflect import render_edits
-from skillgrad.structured import ask_json
+from skillgrad.models.messages import Message
+from skillgrad.records import Edit, RateDecision, Selection, StepRecord, Suggestion
+from skillgrad.stages.render import render_edits
 
 Item = Edit | Suggestion
 
@@ -99,7 +100,7 @@ def rank(
                           edits=render_edits(items), rejected=settings.rejected_text,
                           meta=settings.meta, kind=settings.kind)
     reply = ask_json(model, [Message(role="user", content=text)], RankReply,
-                     max_tokens=settings.max_tokens, temperature=settings.temperature)
+                     kind="rank", max_tokens=settings.max_tokens, temperature=settings.temperature)
     if reply.value is None:
         ranked = by_support(items)
         return Selection(budget=budget, ranked=ranked, kept=ranked[:budget], raw=reply.raw,
@@ -129,7 +130,7 @@ def decide_rate(
         count=str(len(ranked)), edits=render_edits(ranked),
     )
     reply = ask_json(model, [Message(role="user", content=text)], RateReply,
-                     max_tokens=settings.max_tokens, temperature=settings.temperature)
+                     kind="learning_rate", max_tokens=settings.max_tokens, temperature=settings.temperature)
     if reply.value is None:
         fallback = min(budget, ceiling, len(ranked))
         return RateDecision(mode="autonomous", schedule_budget=budget, applied=fallback,

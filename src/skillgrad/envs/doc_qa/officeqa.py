@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import require_nonempty, resolve_path, split_by_ratio
+from skillgrad.envs.data import require_nonempty, resolve_path, skill_file, split_by_ratio
 from skillgrad.envs.doc_qa.corpus import Document, DocumentIndex, sections_from_text
 from skillgrad.envs.doc_qa.rollout import DocToolEnvironment, DocToolOptions
 from skillgrad.errors import ConfigError, DataError
@@ -173,8 +173,7 @@ class OfficeQAEnvironment(DocToolEnvironment):
                               top_k=options.top_k, snippet_chars=options.snippet_chars,
                               section_chars=options.section_chars,
                               list_sections=options.list_sections)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, index, options, skill)
+        return cls(splits, index, options, skill_file(common, base_dir))
 
 
 def _split_sources(common: EnvCommon, options: OfficeQAOptions, base_dir: Path

@@ -48,12 +48,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
+from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split, single_turn
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path, skill_file
 from skillgrad.envs.scoring import anls, anls_normalize, extract_final_answer, levenshtein
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Completion, Message, RolloutResult, Task
+from skillgrad.models.messages import Completion, Message
+from skillgrad.records import RolloutResult, Task
 
 # First bytes of each image format the chat APIs take (TIFF only after conversion).
 _MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -81,19 +82,13 @@ class DocVQAOptions(EnvOptions):
     temperature: float = Field(0.0, ge=0.0, description="sampling temperature of the target")
 
 
-class DocVQAEnvironment(SplitTasksMixin):
+class DocVQAEnvironment(SplitTasksMixin[DocVQAOptions]):
     """Document-image question answering scored by ANLS; built from config with
     :meth:`create`, or directly from tasks made by :func:`load_docvqa`."""
 
-    DEFAULT_SKILL = "docvqa_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.docvqa"
     Options: ClassVar[type[EnvOptions]] = DocVQAOptions
     needs_vision: ClassVar[bool] = True  # build.py refuses a text-only target backend
-
-    def __init__(self, splits: dict[Split, list[Task]], options: DocVQAOptions | None = None,
-                 skill_path: Path | None = None) -> None:
-        self._splits = {split: list(splits.get(split, ())) for split in SPLITS}
-        self.options = options or DocVQAOptions()
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> DocVQAEnvironment:
@@ -105,19 +100,16 @@ class DocVQAEnvironment(SplitTasksMixin):
         splits = load_splits(common, options.data_path, Path(base_dir), load_docvqa,
                              lambda t: t.group)
         _check_unique_ids(splits)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, options, skill)
+        return cls(splits, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         o = self.options
         image = task.metadata["image"]
         text_part = {"type": "text", "text": task.prompt}
-        system = Message(role="system", content=skill)
-        user = Message(role="user", content=[text_part, image_part(Path(image), o.image_detail)])
-        request = ChatRequest(messages=(system, user), max_tokens=o.max_tokens,
-                              temperature=o.temperature)
         # No try/except: a model failure is infrastructure and must propagate, never be scored.
-        completion = model.complete(request)
+        system, _, completion = single_turn(
+            model, skill, [text_part, image_part(Path(image), o.image_detail)],
+            max_tokens=o.max_tokens, temperature=o.temperature)
         golds = list(task.reference["answers"])
         answer = extract_final_answer(completion.text)
         soft = anls(answer, golds)

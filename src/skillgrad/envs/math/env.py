@@ -7,7 +7,7 @@ is the last ``\\boxed{...}`` of its reply (else an ``Answer:`` line, else its la
 ``math-verify`` decides whether it equals the gold answer (``1/2`` = ``0.5`` = ``\\frac12``).
 hard = soft = 1 for an equivalent answer.
 
-Without ``data_path`` it serves a bundled set (``dataset``, see ``math_data/DATA_CARD.md``):
+Without ``data_path`` it serves a bundled set (``dataset``, see ``data/DATA_CARD.md``):
 ``champ``, the 79 CHAMP competition problems (``champ-dataset``, MIT) whose answer is an
 integer, or ``gsm_symbolic``, 200 GSM8K-style word problems from reasoning-gym's generator
 (Apache-2.0), grouped by template so that no template crosses splits.
@@ -21,18 +21,18 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path
+from skillgrad.envs.base import EnvCommon, EnvOptions, single_turn
+from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, package_file, skill_file
 from skillgrad.envs.scoring import extract_final_answer
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ChatRequest, Message, RolloutResult, Task
+from skillgrad.models.messages import Message
+from skillgrad.records import RolloutResult, Task
 
 # \boxed{...} and \fbox{...} (the MATH data set uses both), and the brace-less \boxed 5
 _BOXED = re.compile(r"\\(?:boxed|fbox)(?:\s*\{|\s+([^\s${}]+))")
@@ -109,17 +109,11 @@ def parse_item(raw: dict[str, Any], where: str) -> Task:
                 metadata=meta)
 
 
-class MathEnvironment(SplitTasksMixin):
+class MathEnvironment(SplitTasksMixin[MathOptions]):
     """Problems with one final answer, checked for equivalence; built with :meth:`create`."""
 
-    DEFAULT_SKILL = "math_skill.md"
+    SKILL_PACKAGE = "skillgrad.envs.math"
     Options: ClassVar[type[EnvOptions]] = MathOptions
-
-    def __init__(self, splits: dict[Split, list[Task]], options: MathOptions,
-                 skill_path: Path | None = None) -> None:
-        self._splits = splits
-        self.options = options
-        self.skill_path = skill_path
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> MathEnvironment:
@@ -129,18 +123,14 @@ class MathEnvironment(SplitTasksMixin):
 
         data_path = options.data_path
         if data_path is None and common.split_mode == "ratio":
-            data_path = Path(str(resources.files("skillgrad.envs").joinpath("math_data")
-                                 .joinpath(BUNDLED[options.dataset])))
+            data_path = package_file("skillgrad.envs.math", "data", BUNDLED[options.dataset])
         splits = load_splits(common, data_path, base_dir, load, lambda t: t.group)
-        skill = resolve_path(common.skill_init, base_dir) if common.skill_init else None
-        return cls(splits, options, skill)
+        return cls(splits, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-        messages = (Message(role="system", content=skill),
-                    Message(role="user", content=task.prompt))
-        completion = model.complete(ChatRequest(messages=messages,
-                                                max_tokens=self.options.max_tokens,
-                                                temperature=self.options.temperature))
+        system, user, completion = single_turn(model, skill, task.prompt,
+                                               max_tokens=self.options.max_tokens,
+                                               temperature=self.options.temperature)
         gold = task.reference["answer"]
         answer = final_answer(completion.text)
         hard = float(equivalent(answer, gold))
@@ -155,6 +145,6 @@ class MathEnvironment(SplitTasksMixin):
             reason += f"; the reply was cut off at {self.options.max_tokens} tokens"
         return RolloutResult(
             task_id=task.id, answer=answer, hard=hard, soft=hard, reason=reason,
-            messages=(*messages, Message(role="assistant", content=completion.text)),
+            messages=(system, user, Message(role="assistant", content=completion.text)),
             usage=completion.usage,
         )

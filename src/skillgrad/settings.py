@@ -1,0 +1,102 @@
+"""From the config to the settings each stage is handed: the one place where config keys are
+translated into stage arguments (the stages themselves never read the config).
+
+``context`` is what the optimizer is shown besides the trajectories, which changes as training
+goes on: its notes (the meta skill), the rejected buffer and the step history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skillgrad.config import SkillgradConfig
+from skillgrad.records import RejectedStep, StepRecord
+from skillgrad.stages.aggregate import MergeSettings
+from skillgrad.stages.candidate import CandidateSettings, size_note
+from skillgrad.stages.gate import GateRule
+from skillgrad.stages.reflect import ReflectSettings
+from skillgrad.stages.render import render_meta, render_rejected
+from skillgrad.stages.schedule import edit_budget
+from skillgrad.stages.select import SelectSettings, render_history
+
+
+@dataclass(frozen=True)
+class OptimizerContext:
+    """What later optimizer calls read of the run so far."""
+
+    meta_skill: str = ""
+    rejected: Sequence[RejectedStep] = ()
+    history: Sequence[StepRecord] = ()
+
+
+def sampling(cfg: SkillgradConfig) -> dict[str, Any]:
+    """The completion limit and temperature of optimizer calls."""
+    return {"max_tokens": cfg.optimizer.max_tokens, "temperature": cfg.optimizer.temperature}
+
+
+def max_edits_per_call(cfg: SkillgradConfig) -> int:
+    """The most edits one analyst or merge call may propose."""
+    cap = cfg.gradient.max_edits_per_call
+    return cap if cap is not None else max(2, 2 * cfg.optimizer.learning_rate)
+
+
+def step_budget(cfg: SkillgradConfig, global_step: int, total_steps: int) -> int:
+    """The edit budget (text learning rate) of 0-based ``global_step``."""
+    o = cfg.optimizer
+    return edit_budget(global_step, total_steps, o.learning_rate, o.min_learning_rate,
+                       o.lr_scheduler)
+
+
+def meta_text(cfg: SkillgradConfig, context: OptimizerContext) -> str:
+    return render_meta(context.meta_skill) if cfg.optimizer.use_meta_skill else ""
+
+
+def rejected(cfg: SkillgradConfig, context: OptimizerContext) -> Sequence[RejectedStep]:
+    """The rejected buffer as optimizer calls see it (empty when the buffer is off)."""
+    return context.rejected if cfg.optimizer.use_rejected_buffer else []
+
+
+def reflect_settings(cfg: SkillgradConfig, skill: str, context: OptimizerContext) -> ReflectSettings:
+    g, o = cfg.gradient, cfg.optimizer
+    return ReflectSettings(
+        minibatch_size=g.minibatch_size, workers=g.analyst_workers,
+        failure_only=g.failure_only, max_trajectory_chars=g.max_trajectory_chars,
+        max_edits=max_edits_per_call(cfg), **sampling(cfg),
+        mode=o.skill_update_mode, skill_aware=o.use_skill_aware_reflection,
+        reminders_from=o.skill_aware_appendix_source, meta=meta_text(cfg, context),
+        constraints=size_note(skill, o.max_skill_tokens),
+        rewrite_max_tokens=o.rewrite_max_tokens,
+    )
+
+
+def candidate_settings(
+    cfg: SkillgradConfig, skill: str, context: OptimizerContext
+) -> CandidateSettings:
+    g, o = cfg.gradient, cfg.optimizer
+    meta = meta_text(cfg, context)
+    kind = "suggestions" if o.skill_update_mode == "rewrite_from_suggestions" else "edits"
+    return CandidateSettings(
+        mode=o.skill_update_mode,
+        merge=MergeSettings(merge_batch_size=g.merge_batch_size, workers=g.analyst_workers,
+                            max_edits=max_edits_per_call(cfg), meta=meta, **sampling(cfg)),
+        select=SelectSettings(mode=o.lr_control_mode, ceiling=o.ceiling, kind=kind,
+                              rejected_text=render_rejected(rejected(cfg, context)),
+                              meta=meta, history=render_history(context.history),
+                              **sampling(cfg)),
+        fuzzy_threshold=o.fuzzy_threshold, skill_aware=o.use_skill_aware_reflection,
+        reminders_from=o.skill_aware_appendix_source,
+        consolidate_threshold=o.skill_aware_consolidate_threshold, meta=meta,
+        constraints=size_note(skill, o.max_skill_tokens),
+        rewrite_max_tokens=o.rewrite_max_tokens, max_skill_tokens=o.max_skill_tokens,
+        **sampling(cfg),
+    )
+
+
+def gate_rule(cfg: SkillgradConfig) -> GateRule:
+    ev = cfg.evaluation
+    return GateRule(metric=ev.gate_metric, mixed_weight=ev.gate_mixed_weight,
+                    use_gate=ev.use_gate, test=ev.gate_test, alpha=ev.gate_alpha,
+                    min_margin=ev.gate_min_margin, bootstrap_samples=ev.gate_bootstrap_samples,
+                    density_weight=ev.density_bonus_weight, seed=cfg.train.seed)

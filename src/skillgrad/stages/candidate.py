@@ -1,0 +1,255 @@
+"""Aggregate, select and update, as the trainer calls them: from the analysts' patches to one
+candidate skill, in each update mode.
+
+=========================  ========================  =======================  ==================
+mode                       aggregate                 select                   update
+=========================  ========================  =======================  ==================
+``patch``                  merge the edits           rank, cut to the budget  apply the edits
+                           (``aggregate``)           (``select``)             (``update``)
+``rewrite_from_            fold the suggestions      rank, cut to the budget  one rewrite call
+suggestions``              (``rewrite``)             (``select``)             (``rewrite``)
+``full_rewrite_minibatch`` settle each minibatch's   score the valid ones on  adopt the best
+                           document (refuse broken   the selection split,
+                           ones)                     keep the best
+=========================  ========================  =======================  ==================
+
+With skill-aware reflection, update also adds the analysts' reminders to the protected
+appendix (``appendix``). Each stage returns a new :class:`Proposal` that carries what the
+earlier ones found; whatever the mode, the gate decides whether the candidate is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from skillgrad.models.base import ChatModel
+from skillgrad.records import ApplyReport, Edit, EvalScore, Patch, Selection, Suggestion
+from skillgrad.skill import estimate_tokens
+from skillgrad.stages import appendix
+from skillgrad.stages.aggregate import MergeSettings, aggregate
+from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
+from skillgrad.stages.select import SelectSettings, select
+from skillgrad.stages.update import apply_edits
+
+ModelFor = Callable[[str], ChatModel]
+Evaluate = Callable[[str], EvalScore]
+Metric = Callable[[EvalScore, str], float]
+
+
+@dataclass(frozen=True)
+class CandidateSettings:
+    mode: str = "patch"
+    merge: MergeSettings = MergeSettings()
+    select: SelectSettings = SelectSettings()
+    fuzzy_threshold: float = 0.82
+    skill_aware: bool = False
+    reminders_from: str = "both"
+    consolidate_threshold: int = 8
+    meta: str = ""
+    constraints: str = ""
+    max_tokens: int | None = None
+    rewrite_max_tokens: int | None = None
+    temperature: float | None = None
+    max_skill_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """One minibatch's whole-document proposal (``full_rewrite_minibatch``)."""
+
+    minibatch: int | None
+    text: str | None
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A step's candidate and how it was made, filled in by aggregate, select and update.
+
+    ``items``: the merged edits or suggestions; ``documents``: whole-document proposals;
+    ``refusal`` says why the candidate must not be rolled out (a broken rewrite, the size
+    cap); ``artifacts`` are (kind, data) pairs for the step folder."""
+
+    candidate: str
+    refusal: str | None = None
+    items: tuple[Edit | Suggestion, ...] = ()
+    documents: tuple[Document, ...] = ()
+    selection: Selection | None = None
+    report: ApplyReport | None = None
+    n_proposed: int = 0
+    n_applied: int = 0
+    n_fuzzy: int = 0
+    n_skipped: int = 0
+    reminders: tuple[str, ...] = ()
+    score: EvalScore | None = None
+    chosen: str | None = None
+    artifacts: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kept(self) -> tuple[Edit | Suggestion, ...]:
+        return self.selection.kept if self.selection is not None else ()
+
+    def adding(self, kind: str, data: Any, **changes: Any) -> Proposal:
+        """This proposal with one more artifact (and other fields changed)."""
+        return replace(self, artifacts=(*self.artifacts, (kind, data)), **changes)
+
+    def unchanged_reason(self) -> str:
+        """Why the candidate is the skill it started from, for a skip's reason: no edit was
+        proposed, or the edits did not apply (and why: anchor not found, duplicate content)."""
+        skipped = [o for o in self.report.outcomes if o.status == "skipped"] if self.report else []
+        if not skipped:
+            return "no edit was proposed" if self.n_proposed == 0 else "no change could be applied"
+        reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
+        noun = "edit" if len(skipped) == 1 else "edits"
+        return f"no change could be applied ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
+
+    def changes(self) -> tuple[str, ...]:
+        """Short descriptions of what the candidate changes (for records and the meta skill)."""
+        out = []
+        for item in self.kept:
+            text = item.description if isinstance(item, Suggestion) else item.content
+            head = item.type if isinstance(item, Suggestion) else item.op
+            out.append(f"{head}: {_clip(text)}")
+        out += [f"reminder: {_clip(r)}" for r in self.reminders]
+        if not out and any(kind == "rewrites" for kind, _ in self.artifacts):
+            out.append("whole-document rewrite")
+        return tuple(out)
+
+
+def size_refusal(text: str, cap: int | None) -> str | None:
+    if cap is None:
+        return None
+    n = estimate_tokens(text)
+    return None if n <= cap else f"over the size cap ({n} > {cap} estimated tokens)"
+
+
+def size_note(skill: str, cap: int | None) -> str:
+    """The analysts' reminder of the size cap (a "- ..." rule line, or "")."""
+    if cap is None:
+        return ""
+    n = estimate_tokens(skill)
+    advice = ("It is close to the cap: replace, merge or delete rather than add."
+              if n > 0.8 * cap else "Prefer replacing or merging rules over adding overlapping ones.")
+    return (f"- Size: the skill is about {n} tokens and a version over {cap} tokens is refused. "
+            f"{advice}\n")
+
+
+# ----------------------------------------------------------------------------- aggregate
+
+
+def aggregate_stage(
+    skill: str, patches: Sequence[Patch], model: ChatModel, settings: CandidateSettings
+) -> Proposal:
+    """Gradient accumulation: the patches of every minibatch as one set of proposals."""
+    if settings.mode == "full_rewrite_minibatch":
+        documents = []
+        for p in patches:
+            text, refusal = settle(skill, p.document, p.error)
+            refusal = refusal or size_refusal(text or "", settings.max_skill_tokens)
+            documents.append(Document(p.minibatch, text, refusal))
+        return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
+    if settings.mode == "rewrite_from_suggestions":
+        return Proposal(candidate=skill, items=fold_suggestions(patches),
+                        n_proposed=sum(len(p.suggestions) for p in patches))
+    agg = aggregate(patches, skill, model, settings.merge)
+    return Proposal(candidate=skill, items=agg.merged.edits,
+                    n_proposed=sum(len(p.edits) for p in patches),
+                    artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
+
+
+# ----------------------------------------------------------------------------- select
+
+
+def select_stage(
+    proposal: Proposal, budget: int, skill: str, model: ChatModel, settings: CandidateSettings,
+    evaluate: Evaluate, metric: Metric,
+) -> Proposal:
+    """Clipping: the proposals ranked and cut to the step's budget; whole documents compete on
+    the selection split (``evaluate``) by ``metric(score, document)``."""
+    if settings.mode == "full_rewrite_minibatch":
+        return _best_document(proposal, evaluate, metric)
+    selection = select(proposal.items, budget, skill, model, settings.select)
+    kind = "ranked_suggestions" if settings.mode == "rewrite_from_suggestions" else "ranked_edits"
+    return proposal.adding(kind, selection, selection=selection)
+
+
+def _best_document(proposal: Proposal, evaluate: Evaluate, metric: Metric) -> Proposal:
+    rows: list[dict[str, Any]] = []
+    best: tuple[float, str, EvalScore] | None = None
+    for doc in proposal.documents:
+        row: dict[str, Any] = {"minibatch": doc.minibatch, "refused": doc.refusal}
+        if doc.refusal is None and doc.text is not None:
+            score = evaluate(doc.text)
+            value = metric(score, doc.text)
+            row.update(skill_hash=score.skill_hash, val=value)
+            if best is None or value > best[0]:
+                best = (value, doc.text, score)
+        rows.append(row)
+    if best is None:
+        reasons = "; ".join(sorted({str(r["refused"]) for r in rows})) or "no minibatch"
+        return proposal.adding("rewrites", rows, refusal=f"no valid rewrite ({reasons})")
+    return proposal.adding("rewrites", rows, chosen=best[1], score=best[2])
+
+
+# ----------------------------------------------------------------------------- update
+
+
+def update_stage(
+    proposal: Proposal, skill: str, patches: Sequence[Patch], model_for: ModelFor,
+    settings: CandidateSettings,
+) -> Proposal:
+    """The optimizer step: the selected changes made to the skill."""
+    if settings.mode == "full_rewrite_minibatch":
+        if proposal.chosen is None:
+            return proposal
+        return replace(proposal, candidate=proposal.chosen, n_applied=1)
+    if settings.mode == "rewrite_from_suggestions":
+        proposal = _rewrite(proposal, skill, model_for("rewrite"), settings)
+    else:
+        edits = tuple(e for e in proposal.kept if isinstance(e, Edit))
+        candidate, report = apply_edits(skill, edits, fuzzy_threshold=settings.fuzzy_threshold)
+        proposal = proposal.adding(
+            "apply_report", report, candidate=candidate, report=report,
+            n_applied=report.count("applied"), n_fuzzy=report.count("applied_fuzzy"),
+            n_skipped=report.count("skipped"))
+    return _add_reminders(proposal, patches, model_for, settings)
+
+
+def _rewrite(
+    proposal: Proposal, skill: str, model: ChatModel, settings: CandidateSettings
+) -> Proposal:
+    kept = tuple(s for s in proposal.kept if isinstance(s, Suggestion))
+    if not kept:
+        return proposal
+    result = rewrite_document(
+        skill, kept, model, meta=settings.meta, constraints=settings.constraints,
+        temperature=settings.temperature,
+        max_tokens=settings.rewrite_max_tokens or settings.max_tokens)
+    data = {"error": result.error, "raw": result.raw, "document": result.document}
+    if result.document is None:
+        return proposal.adding("rewrite", data, refusal=result.error)
+    return proposal.adding("rewrite", data, candidate=result.document, n_applied=len(kept))
+
+
+def _add_reminders(
+    proposal: Proposal, patches: Sequence[Patch], model_for: ModelFor,
+    settings: CandidateSettings,
+) -> Proposal:
+    """Skill-aware reflection: the reminders go into the candidate's appendix."""
+    if not settings.skill_aware or proposal.refusal is not None:
+        return proposal
+    proposed = appendix.collect(patches, settings.reminders_from)
+    if not proposed:
+        return proposal
+    candidate, update = appendix.update_appendix(
+        proposal.candidate, proposed, settings.consolidate_threshold, model_for("appendix"),
+        max_tokens=settings.max_tokens, temperature=settings.temperature)
+    return proposal.adding("appendix", update, candidate=candidate,
+                           reminders=tuple(update.added))
+
+
+def _clip(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,178 @@
+"""Reflect: the backward pass. The optimizer model reads scored trajectories in minibatches and
+proposes changes to the skill (a textual gradient).
+
+Results are shuffled into minibatches; each minibatch gets a failure-analyst call over its failed
+trajectories and a success-analyst call over its solved ones (unless ``failure_only``), all run
+concurrently. The analyst sees patterns across a minibatch, never one task at a time.
+
+What an analyst proposes depends on the update mode: edits (``patch``), typed revision
+suggestions (``rewrite_from_suggestions``), or, in ``full_rewrite_minibatch``, one call per
+minibatch over all its tasks that writes a complete new document. With skill-aware reflection
+the analysts also classify each failure pattern: a SKILL_DEFECT becomes an edit, an
+EXECUTION_LAPSE a short reminder for the protected appendix.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from skillgrad import prompts
+from skillgrad.models.ask_json import ask_json
+from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import Message
+from skillgrad.parallel import fan_out
+from skillgrad.records import Patch, RejectedStep, RolloutResult, Suggestion
+from skillgrad.stages.render import render_rejected, render_trajectories
+from skillgrad.stages.replies import (
+    AWARE_REPLY,
+    AwarePatchReply,
+    AwareSuggestionsReply,
+    PatchReply,
+    SuggestionsReply,
+    patch_schema,
+    suggestions_schema,
+)
+from skillgrad.stages.rewrite import ask_document, prompt_parts
+
+Mode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
+
+
+@dataclass(frozen=True)
+class ReflectSettings:
+    """``meta``: the optimizer's notes (rendered, or ""); ``constraints``: extra rules for the
+    analysts, one "- ..." line each (the size cap); ``skill_aware`` and ``reminders_from``:
+    skill-aware reflection and which analysts may write reminders."""
+
+    minibatch_size: int = 8
+    workers: int = 4
+    failure_only: bool = False
+    max_trajectory_chars: int = 4000
+    max_edits: int = 8
+    max_tokens: int | None = None
+    temperature: float | None = None
+    mode: Mode = "patch"
+    skill_aware: bool = False
+    reminders_from: Literal["both", "failure_only"] = "both"
+    meta: str = ""
+    constraints: str = ""
+    rewrite_max_tokens: int | None = None
+
+
+def minibatches(
+    results: Sequence[RolloutResult], size: int, rng: random.Random
+) -> list[list[RolloutResult]]:
+    shuffled = list(results)
+    rng.shuffle(shuffled)
+    return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+
+
+def reflect(
+    results: Sequence[RolloutResult],
+    skill: str,
+    model: ChatModel,
+    settings: ReflectSettings,
+    rng: random.Random,
+    rejected: Sequence[RejectedStep] = (),
+) -> list[Patch]:
+    """One patch per analyst call, in a deterministic order (minibatch, then failure/success).
+
+    In ``full_rewrite_minibatch`` mode there is one call per minibatch, over all its tasks,
+    and each patch carries a whole document (or the reason there is none)."""
+    jobs: list[tuple[int, Literal["failure", "success", "merged"], list[RolloutResult]]] = []
+    for i, batch in enumerate(minibatches(results, settings.minibatch_size, rng)):
+        if settings.mode == "full_rewrite_minibatch":
+            jobs.append((i, "merged", batch))
+            continue
+        failed = [r for r in batch if not r.success]
+        solved = [r for r in batch if r.success]
+        if failed:
+            jobs.append((i, "failure", failed))
+        if solved and not settings.failure_only:
+            jobs.append((i, "success", solved))
+    rejected_text = render_rejected(rejected)
+
+    def run(job: tuple[int, Literal["failure", "success", "merged"], list[RolloutResult]]) -> Patch:
+        index, kind, batch = job
+        if kind == "merged":
+            return propose_document(batch, skill, model, settings, rejected_text, index)
+        return analyse(kind, batch, skill, model, settings, rejected_text, index)
+
+    return fan_out(run, jobs, settings.workers, "reflect")
+
+
+def analyse(
+    kind: Literal["failure", "success"],
+    batch: Sequence[RolloutResult],
+    skill: str,
+    model: ChatModel,
+    settings: ReflectSettings,
+    rejected_text: str,
+    index: int,
+) -> Patch:
+    aware = settings.skill_aware and (kind == "failure" or settings.reminders_from == "both")
+    suggest = settings.mode == "rewrite_from_suggestions"
+    name = f"suggest_{kind}" if suggest else f"analyst_{kind}"
+    prompt = prompts.render(
+        name,
+        skill=skill,
+        meta=settings.meta,
+        rejected=rejected_text,
+        count=str(len(batch)),
+        trajectories=render_trajectories(batch, settings.max_trajectory_chars),
+        max_edits=str(settings.max_edits),
+        constraints=settings.constraints,
+        aware=prompts.render(f"skill_aware_{kind}") if aware else "",
+        aware_reply=AWARE_REPLY if aware else "",
+    )
+    messages = [Message(role="user", content=prompt)]
+    if suggest:
+        shape: type[BaseModel] = AwareSuggestionsReply if aware else SuggestionsReply
+        schema = suggestions_schema(settings.max_edits, shape)
+    else:
+        shape = AwarePatchReply if aware else PatchReply
+        schema = patch_schema(skill, settings.max_edits, shape)
+    reply = ask_json(model, messages, shape, kind=name, max_tokens=settings.max_tokens,
+                     temperature=settings.temperature, schema=schema)
+    if reply.value is None:
+        return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
+    value: Any = reply.value
+    reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
+    reasoning = value.reasoning
+    patterns = getattr(value, "patterns", [])
+    if patterns:
+        reasoning += "\n" + "\n".join(f"[{p.kind}] {p.pattern}" for p in patterns)
+    if suggest:
+        return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
+                     suggestions=tuple(Suggestion(**s.model_dump()) for s in value.suggestions))
+    return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
+                 edits=tuple(e.to_edit() for e in value.edits))
+
+
+def propose_document(
+    batch: Sequence[RolloutResult],
+    skill: str,
+    model: ChatModel,
+    settings: ReflectSettings,
+    rejected_text: str,
+    index: int,
+) -> Patch:
+    """``full_rewrite_minibatch``: one call writes a complete new skill from a minibatch."""
+    body, blocks = prompt_parts(skill)
+    prompt = prompts.render(
+        "rewrite_minibatch", skill=body, blocks=blocks, meta=settings.meta, rejected=rejected_text,
+        count=str(len(batch)),
+        trajectories=render_trajectories(batch, settings.max_trajectory_chars),
+        constraints=settings.constraints,
+    )
+    result = ask_document(model, prompt, kind="rewrite_minibatch", temperature=settings.temperature,
+                          max_tokens=settings.rewrite_max_tokens or settings.max_tokens)
+    return Patch(source="merged", document=result.document, error=result.error, minibatch=index,
+                 raw=result.raw if result.error else None,
+                 reasoning=f"whole document from minibatch {index}")
+
+

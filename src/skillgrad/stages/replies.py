@@ -1,0 +1,130 @@
+"""The reply shapes of the optimizer's edit and suggestion calls, and the JSON schemas they are
+asked in. Reflect, aggregate and the appendix read them; they are the wire format of the
+textual gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from skillgrad.models.ask_json import strict_schema
+from skillgrad.records import Edit, EditOp, SuggestionType
+from skillgrad.skill import editable_lines
+
+
+def as_support(v: object) -> int:
+    """A support count as a model writes it ("3", 3.0, null): at least 1."""
+    try:
+        return max(1, int(v))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 1
+
+
+class EditReply(BaseModel):
+    """One edit as the optimizer writes it (lenient about extra keys)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # Key order matters to a model that writes keys in schema order (a grammar-constrained one
+    # does): it states the failure pattern, then the instruction that addresses it, and only
+    # then looks for where in the skill it goes.
+    op: EditOp
+    rationale: str = ""
+    content: str = ""
+    anchor: str = ""
+    support: int = 1
+
+    @field_validator("support", mode="before")
+    @classmethod
+    def _support(cls, v: object) -> int:
+        return as_support(v)
+
+    def to_edit(self) -> Edit:
+        return Edit(**self.model_dump())
+
+
+class PatternReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    pattern: str = ""
+    kind: Literal["SKILL_DEFECT", "EXECUTION_LAPSE"] = "SKILL_DEFECT"
+
+
+class PatchReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    reasoning: str = ""
+    edits: list[EditReply] = []
+
+
+class AwareReply(BaseModel):
+    """What skill-aware reflection adds to an analyst's reply."""
+
+    patterns: list[PatternReply] = []
+    reminders: list[str] = []
+
+
+# AwareReply first among the bases puts its keys last in the schema: a model writing keys in
+# schema order gives its reasoning and edits before its reminders.
+class AwarePatchReply(AwareReply, PatchReply):
+    pass
+
+
+class SuggestionReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: SuggestionType
+    rationale: str = ""
+    description: str
+    support: int = 1
+
+    @field_validator("support", mode="before")
+    @classmethod
+    def _support(cls, v: object) -> int:
+        return as_support(v)
+
+
+class SuggestionsReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    reasoning: str = ""
+    suggestions: list[SuggestionReply] = []
+
+
+class AwareSuggestionsReply(AwareReply, SuggestionsReply):
+    pass
+
+
+def patch_schema(skill: str, max_edits: int, shape: type[BaseModel] = PatchReply) -> dict[str, Any]:
+    """The JSON schema an optimizer's patch is asked in: every key required, at most
+    ``max_edits`` edits, and each anchor one of the skill's editable lines (or empty).
+
+    Endpoints with structured output (the embedded model's grammar) then cannot propose an
+    anchor that is not in the skill, a mistake small models make often.
+    """
+    schema = strict_schema(shape.model_json_schema())
+    schema["properties"]["edits"]["maxItems"] = max_edits
+    anchors = ["", *editable_lines(skill)]
+    schema["$defs"]["EditReply"]["properties"]["anchor"] = {"type": "string", "enum": anchors}
+    _limit_reminders(schema)
+    return schema
+
+
+def suggestions_schema(max_items: int, shape: type[BaseModel]) -> dict[str, Any]:
+    schema = strict_schema(shape.model_json_schema())
+    schema["properties"]["suggestions"]["maxItems"] = max_items
+    _limit_reminders(schema)
+    return schema
+
+
+def _limit_reminders(schema: dict[str, Any]) -> None:
+    if "reminders" in schema["properties"]:
+        schema["properties"]["reminders"]["maxItems"] = MAX_REMINDERS_PER_CALL
+
+
+MAX_REMINDERS_PER_CALL = 4
+AWARE_REPLY = (', "patterns": [{"pattern": "<a pattern in the tasks>", "kind": '
+               '"<SKILL_DEFECT|EXECUTION_LAPSE>"}], "reminders": ["<a one-sentence reminder of '
+               'an existing rule the agent did not follow>"]')
