@@ -111,7 +111,7 @@ class Patch(Record):
 class EditOutcome(Record):
     index: int
     edit: Edit
-    status: Literal["applied", "applied_fuzzy", "skipped"]
+    status: Literal["applied", "applied_fuzzy", "skipped", "refused"]
     matched: str | None = None
     similarity: float | None = None
     reason: str | None = None
@@ -235,6 +235,7 @@ class StepRecord(Record):
     rate: RateDecision | None = None
     reason: str = ""
     changes: tuple[str, ...] = ()
+    n_refused: int = 0  # edits refused before rollout (they quote a training item, ...)
 
 
 class RejectedStep(Record):

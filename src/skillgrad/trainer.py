@@ -43,6 +43,7 @@ from skillgrad.stages.candidate import (
     update_stage,
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
+from skillgrad.stages.hygiene import Evidence
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import rollout, score
@@ -89,6 +90,7 @@ class Trainer:
         self.gate_rule: GateRule = settings.gate_rule(self.cfg)
         self._journal: CallJournal | None = None  # the open scope's call journal
         self.train_tasks = self._split("train", self.cfg.train.train_size)
+        self._train_by_id = {t.id: t for t in self.train_tasks}
         self.val_tasks = self._split("val", self.cfg.evaluation.sel_env_num)
         self.state: TrainerState | None = None
 
@@ -144,13 +146,14 @@ class Trainer:
 
         budget = settings.step_budget(self.cfg, s.global_step, s.total_steps)
         making = settings.candidate_settings(self.cfg, skill, self._context())
+        shown = Evidence.of(results, self._train_by_id)  # what no edit may quote
         merged = self._stage("aggregate", None, lambda: aggregate_stage(
-            skill, patches, self._optimizer("aggregate"), making))
+            skill, patches, self._optimizer("aggregate"), making, shown))
         chosen = self._stage("select", None, lambda: select_stage(
             merged, budget, skill, self._optimizer("select"), making,
             lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
         proposal = self._stage("update", None, lambda: update_stage(
-            chosen, skill, patches, self._optimizer, making))
+            chosen, skill, patches, self._optimizer, making, shown))
         for kind, data in proposal.artifacts:
             folder.artifact(kind, data)
         folder.candidate(proposal.candidate)
@@ -314,6 +317,9 @@ class Trainer:
         self._adopt(proposal.candidate, decision, record.global_step, RejectedStep(
             global_step=record.global_step, edits=proposal.kept, delta=decision.delta,
             reminders=proposal.reminders, note=note))
+        # Refused before rollout, whatever the gate said of the rest: later calls see why.
+        s.rejected += [RejectedStep(global_step=record.global_step, edits=(item,), note=why)
+                       for item, why in proposal.refused]
         s.history.append(record)
         s.wall_seconds += record.seconds
         self.run.event("gate", global_step=record.global_step, decision=decision)
@@ -355,7 +361,7 @@ class Trainer:
             n_reminders=len(proposal.reminders),
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
-            changes=proposal.changes(),
+            changes=proposal.changes(), n_refused=len(proposal.refused),
         )
 
     def _start_or_resume(self) -> TrainerState:

@@ -13,8 +13,11 @@ suggestions``              (``rewrite``)             (``select``)             (`
                            ones)                     keep the best
 =========================  ========================  =======================  ==================
 
-With skill-aware reflection, update also adds the analysts' reminders to the protected
-appendix (``appendix``). Each stage returns a new :class:`Proposal` that carries what the
+Before anything is ranked or rolled out, proposals that would carry facts of the training items,
+the scorer's feedback or the prompt's scaffolding into the skill are refused (``hygiene``);
+update then takes the next ranked edit in place of one that changed nothing. With skill-aware
+reflection, update also adds the analysts' reminders to the protected appendix
+(``appendix``). Each stage returns a new :class:`Proposal` that carries what the
 earlier ones found; whatever the mode, the gate decides whether the candidate is kept.
 """
 
@@ -25,10 +28,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from skillgrad.models.base import ChatModel
-from skillgrad.records import ApplyReport, Edit, EvalScore, Patch, Selection, Suggestion
+from skillgrad.records import (
+    ApplyReport,
+    Edit,
+    EditOutcome,
+    EvalScore,
+    Patch,
+    Selection,
+    Suggestion,
+)
 from skillgrad.skill import estimate_tokens
 from skillgrad.stages import appendix
 from skillgrad.stages.aggregate import MergeSettings, aggregate
+from skillgrad.stages.hygiene import NO_EVIDENCE, Evidence, added_text, find_quote
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
 from skillgrad.stages.update import apply_edits
@@ -68,13 +80,15 @@ class Document:
 class Proposal:
     """A step's candidate and how it was made, filled in by aggregate, select and update.
 
-    ``items``: the merged edits or suggestions; ``documents``: whole-document proposals;
-    ``refusal`` says why the candidate must not be rolled out (a broken rewrite, the size
-    cap); ``artifacts`` are (kind, data) pairs for the step folder."""
+    ``items``: the merged edits or suggestions; ``refused``: those hygiene refused, each with
+    its reason; ``documents``: whole-document proposals; ``refusal`` says why the candidate
+    must not be rolled out (a broken rewrite, the size cap); ``artifacts`` are (kind, data)
+    pairs for the step folder."""
 
     candidate: str
     refusal: str | None = None
     items: tuple[Edit | Suggestion, ...] = ()
+    refused: tuple[tuple[Edit | Suggestion, str], ...] = ()
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -140,23 +154,44 @@ def size_note(skill: str, cap: int | None) -> str:
 
 
 def aggregate_stage(
-    skill: str, patches: Sequence[Patch], model: ChatModel, settings: CandidateSettings
+    skill: str, patches: Sequence[Patch], model: ChatModel, settings: CandidateSettings,
+    evidence: Evidence = NO_EVIDENCE,
 ) -> Proposal:
-    """Gradient accumulation: the patches of every minibatch as one set of proposals."""
+    """Gradient accumulation: the patches of every minibatch as one set of proposals, less
+    those that quote what the optimizer was shown (``evidence``)."""
     if settings.mode == "full_rewrite_minibatch":
         documents = []
         for p in patches:
             text, refusal = settle(skill, p.document, p.error)
             refusal = refusal or size_refusal(text or "", settings.max_skill_tokens)
+            quote = find_quote(added_text(skill, text), evidence, skill) if text else None
+            refusal = refusal or (quote.reason() if quote else None)
             documents.append(Document(p.minibatch, text, refusal))
         return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
     if settings.mode == "rewrite_from_suggestions":
-        return Proposal(candidate=skill, items=fold_suggestions(patches),
+        items, refused = _clean(fold_suggestions(patches), evidence, skill)
+        return Proposal(candidate=skill, items=items, refused=refused,
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge)
-    return Proposal(candidate=skill, items=agg.merged.edits,
+    items, refused = _clean(agg.merged.edits, evidence, skill)
+    return Proposal(candidate=skill, items=items, refused=refused,
                     n_proposed=sum(len(p.edits) for p in patches),
                     artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
+
+
+def _clean(
+    items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str
+) -> tuple[tuple[Any, ...], tuple[tuple[Edit | Suggestion, str], ...]]:
+    """(the items hygiene lets through, the refused ones with their reasons)."""
+    kept, refused = [], []
+    for item in items:
+        text = item.description if isinstance(item, Suggestion) else item.content
+        quote = find_quote(text, evidence, skill)
+        if quote is None:
+            kept.append(item)
+        else:
+            refused.append((item, f"refused before rollout: {quote.reason()}"))
+    return tuple(kept), tuple(refused)
 
 
 # ----------------------------------------------------------------------------- select
@@ -198,7 +233,7 @@ def _best_document(proposal: Proposal, evaluate: Evaluate, metric: Metric) -> Pr
 
 def update_stage(
     proposal: Proposal, skill: str, patches: Sequence[Patch], model_for: ModelFor,
-    settings: CandidateSettings,
+    settings: CandidateSettings, evidence: Evidence = NO_EVIDENCE,
 ) -> Proposal:
     """The optimizer step: the selected changes made to the skill."""
     if settings.mode == "full_rewrite_minibatch":
@@ -206,19 +241,39 @@ def update_stage(
             return proposal
         return replace(proposal, candidate=proposal.chosen, n_applied=1)
     if settings.mode == "rewrite_from_suggestions":
-        proposal = _rewrite(proposal, skill, model_for("rewrite"), settings)
+        proposal = _rewrite(proposal, skill, model_for("rewrite"), settings, evidence)
     else:
-        edits = tuple(e for e in proposal.kept if isinstance(e, Edit))
-        candidate, report = apply_edits(skill, edits, fuzzy_threshold=settings.fuzzy_threshold)
+        candidate, report = _apply_selected(proposal, skill, settings.fuzzy_threshold)
         proposal = proposal.adding(
             "apply_report", report, candidate=candidate, report=report,
             n_applied=report.count("applied"), n_fuzzy=report.count("applied_fuzzy"),
             n_skipped=report.count("skipped"))
-    return _add_reminders(proposal, patches, model_for, settings)
+    return _add_reminders(proposal, patches, model_for, settings, evidence)
+
+
+def _apply_selected(proposal: Proposal, skill: str, threshold: float) -> tuple[str, ApplyReport]:
+    """Apply the selected edits; one that could not be applied (no change, duplicate content,
+    anchor not found) gives its place to the next ranked edit, so it does not waste the step.
+    The report lists the refused edits first, then every edit tried, in order."""
+    kept = [e for e in proposal.kept if isinstance(e, Edit)]
+    spare = [e for e in (proposal.selection.ranked if proposal.selection else ())
+             if isinstance(e, Edit) and e not in kept]
+    outcomes = [EditOutcome(index=i, edit=e, status="refused", reason=why)
+                for i, (e, why) in enumerate(proposal.refused) if isinstance(e, Edit)]
+    wanted, landed = len(kept), 0
+    queue = kept + spare
+    while queue and landed < wanted:
+        edit = queue.pop(0)
+        skill, report = apply_edits(skill, [edit], fuzzy_threshold=threshold)
+        outcome = report.outcomes[0]
+        outcomes.append(outcome.model_copy(update={"index": len(outcomes)}))
+        landed += outcome.status != "skipped"
+    return skill, ApplyReport(outcomes=tuple(outcomes))
 
 
 def _rewrite(
-    proposal: Proposal, skill: str, model: ChatModel, settings: CandidateSettings
+    proposal: Proposal, skill: str, model: ChatModel, settings: CandidateSettings,
+    evidence: Evidence,
 ) -> Proposal:
     kept = tuple(s for s in proposal.kept if isinstance(s, Suggestion))
     if not kept:
@@ -230,17 +285,22 @@ def _rewrite(
     data = {"error": result.error, "raw": result.raw, "document": result.document}
     if result.document is None:
         return proposal.adding("rewrite", data, refusal=result.error)
+    quote = find_quote(added_text(skill, result.document), evidence, skill)
+    if quote is not None:
+        return proposal.adding("rewrite", data, refusal=f"the rewrite {quote.reason()}")
     return proposal.adding("rewrite", data, candidate=result.document, n_applied=len(kept))
 
 
 def _add_reminders(
     proposal: Proposal, patches: Sequence[Patch], model_for: ModelFor,
-    settings: CandidateSettings,
+    settings: CandidateSettings, evidence: Evidence,
 ) -> Proposal:
-    """Skill-aware reflection: the reminders go into the candidate's appendix."""
+    """Skill-aware reflection: the reminders go into the candidate's appendix (those that
+    quote what the optimizer was shown are left out)."""
     if not settings.skill_aware or proposal.refusal is not None:
         return proposal
-    proposed = appendix.collect(patches, settings.reminders_from)
+    proposed = [r for r in appendix.collect(patches, settings.reminders_from)
+                if find_quote(r, evidence, proposal.candidate) is None]
     if not proposed:
         return proposal
     candidate, update = appendix.update_appendix(

@@ -1,0 +1,221 @@
+"""Skill hygiene: regularisation. Text that would teach the target facts instead of a procedure
+is refused before any rollout, so it never costs a gate evaluation and never becomes the skill.
+
+A skill has to transfer to tasks it has not seen. Text proposed for it is refused when it
+
+* **quotes a training item**: a gold answer of a task the optimizer was shown, or a run of
+  words from one task's input (its question, its context, a tool's output);
+* **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read;
+* **copies the prompt's scaffolding**: a run of words most task inputs share (the template the
+  environment wraps tasks in).
+
+Words the current skill already holds are its own and never count. Only what the optimizer
+was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
+works on words, with no knowledge of any environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from skillgrad.records import RolloutResult, Task
+
+# A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
+INSTANCE_RUN = 6
+# Feedback is phrased in the words rules are phrased in: a quote must be longer to count.
+FEEDBACK_RUN = 7
+# Or: this share of a text's words lies in shorter shared runs (a paraphrase stitched together).
+COVERAGE_RUN = 4
+COVERAGE_SHARE = 0.5
+# A gold answer counts as a specific fact when it has this many characters after normalisation
+# (or is a number of two digits or more) and is the answer of at most this share of the tasks
+# shown ("yes", "B" or "0" answer many tasks and name no instance).
+MIN_ANSWER_CHARS = 3
+MAX_ANSWER_SHARE = 0.25
+# A run of words shared by at least this share of the task inputs is scaffolding, not an item.
+SCAFFOLD_SHARE = 0.5
+
+_STOP = frozenset("""a an the and or but if then else of to in on at by for from with without as
+is are was were be been being it its this that these those there here so such not no do does did
+any all each every one your you their they he she we i me my our us his her them than too very
+can will would should could may might must""".split())
+_WORD = re.compile(r"[a-z0-9]+")
+_DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
+
+Kind = Literal["instance", "answer", "feedback", "scaffolding"]
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words and numbers (26,100 reads as 26100)."""
+    return _WORD.findall(_DIGIT_GROUP.sub("", text.casefold()))
+
+
+def _runs(seq: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)}
+
+
+def _content(run: Iterable[str]) -> int:
+    return sum(1 for w in run if w not in _STOP)
+
+
+def _in_order(mine: Sequence[str], runs: set[tuple[str, ...]], n: int) -> list[int]:
+    """The positions in ``mine`` where one of ``runs`` (of ``n`` words) starts, in order."""
+    return [i for i in range(len(mine) - n + 1) if tuple(mine[i : i + n]) in runs]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Why a text was refused: what kind of thing it copies, from which task, and the words."""
+
+    kind: Kind
+    quoted: str
+    task_id: str | None = None
+
+    def reason(self) -> str:
+        where = f" {self.task_id!r}" if self.task_id else ""
+        what = {
+            "instance": f"quotes training item{where}",
+            "answer": f"quotes the gold answer of training item{where}",
+            "feedback": "copies the scorer's feedback",
+            "scaffolding": "copies the task prompt's scaffolding",
+        }[self.kind]
+        return f"{what}: {self.quoted!r}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the optimizer was shown: each task's input words, gold answers, failure reasons."""
+
+    inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    feedback: tuple[tuple[str, ...], ...] = ()
+
+    @classmethod
+    def of(cls, results: Sequence[RolloutResult],
+           tasks: Mapping[str, Task] | None = None) -> Evidence:
+        """The evidence of a step's rollouts (``tasks`` by id supply the gold answers)."""
+        inputs: dict[str, tuple[str, ...]] = {}
+        answers: dict[str, tuple[str, ...]] = {}
+        feedback = []
+        for r in results:
+            shown = " \n ".join(m.text() for m in r.messages if m.role in ("user", "tool"))
+            inputs[r.task_id] = tuple(words(shown))
+            if r.reason:
+                feedback.append(tuple(words(r.reason)))
+            task = (tasks or {}).get(r.task_id)
+            if task is not None:
+                answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
+        return cls(inputs, answers, tuple(feedback))
+
+    def __bool__(self) -> bool:
+        return bool(self.inputs or self.answers or self.feedback)
+
+
+def _strings(reference: Any) -> list[str]:
+    """The strings (and numbers) inside a task's reference, however the environment nests it."""
+    if isinstance(reference, bool) or reference is None:
+        return []
+    if isinstance(reference, (str, int, float)):
+        return [str(reference)]
+    if isinstance(reference, Mapping):
+        return [s for v in reference.values() for s in _strings(v)]
+    if isinstance(reference, (list, tuple, set)):
+        return [s for v in reference for s in _strings(v)]
+    return []
+
+
+def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
+    """The first thing ``text`` must not carry into a skill, or ``None`` when it is clean.
+
+    Runs of words that ``skill`` (the current document) already contains are exempt."""
+    if not evidence or not text.strip():
+        return None
+    mine = words(text)
+    own = words(skill)
+    return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
+            or _feedback_quote(mine, own, evidence))
+
+
+def _answer_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    joined, own_joined = f" {' '.join(mine)} ", f" {' '.join(own)} "
+    counts: dict[str, int] = {}
+    for golds in evidence.answers.values():
+        for g in set(golds):
+            counts[g] = counts.get(g, 0) + 1
+    limit = max(1, int(MAX_ANSWER_SHARE * max(1, len(evidence.answers))))
+    for task_id, golds in evidence.answers.items():
+        for g in golds:
+            short = len(g.replace(" ", "")) < MIN_ANSWER_CHARS and not (
+                g.isdigit() and len(g) >= 2)  # "14" names an instance, "a" does not
+            if short or counts[g] > limit or all(w in _STOP for w in g.split()):
+                continue
+            if f" {g} " in joined and f" {g} " not in own_joined:
+                return Quote("answer", g, task_id)
+    return None
+
+
+def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    runs = _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN)
+    runs = {r for r in runs if _content(r) >= 2}
+    if not runs:
+        return None
+    holders: dict[tuple[str, ...], list[str]] = {}
+    for task_id, seq in evidence.inputs.items():
+        for r in runs & _runs(seq, INSTANCE_RUN):
+            holders.setdefault(r, []).append(task_id)
+    if not holders:
+        return None
+    n_tasks = len(evidence.inputs)
+    start = _in_order(mine, set(holders), INSTANCE_RUN)[0]
+    ids = holders[tuple(mine[start : start + INSTANCE_RUN])]
+    quoted = _longest(mine, start, INSTANCE_RUN, [evidence.inputs[i] for i in ids])
+    if n_tasks >= 2 and len(ids) >= SCAFFOLD_SHARE * n_tasks:
+        return Quote("scaffolding", quoted)
+    return Quote("instance", quoted, ids[0])
+
+
+def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    if not evidence.feedback:
+        return None
+    long_runs = _runs(mine, FEEDBACK_RUN) - _runs(own, FEEDBACK_RUN)
+    said: set[tuple[str, ...]] = set()
+    for seq in evidence.feedback:
+        said |= _runs(seq, FEEDBACK_RUN)
+    hits = _in_order(mine, long_runs & said, FEEDBACK_RUN)
+    if hits:
+        return Quote("feedback", _longest(mine, hits[0], FEEDBACK_RUN, list(evidence.feedback)))
+    short: set[tuple[str, ...]] = set()
+    for seq in evidence.feedback:
+        short |= _runs(seq, COVERAGE_RUN)
+    own_short = _runs(own, COVERAGE_RUN)
+    covered = [False] * len(mine)
+    for i in range(len(mine) - COVERAGE_RUN + 1):
+        run = tuple(mine[i : i + COVERAGE_RUN])
+        if run in short and run not in own_short and _content(run) >= 2:
+            covered[i : i + COVERAGE_RUN] = [True] * COVERAGE_RUN
+    if len(mine) >= 2 * COVERAGE_RUN and sum(covered) >= COVERAGE_SHARE * len(mine):
+        shown = " ".join(w for w, c in zip(mine, covered, strict=True) if c)
+        return Quote("feedback", shown)
+    return None
+
+
+def _longest(mine: list[str], start: int, n: int, sources: list[tuple[str, ...]]) -> str:
+    """The ``n`` words of ``mine`` from ``start``, extended while some source holds them."""
+    end = start + n
+    texts = [f" {' '.join(s)} " for s in sources]
+    while end < len(mine) and any(f" {' '.join(mine[start:end + 1])} " in t for t in texts):
+        end += 1
+    return " ".join(mine[start:end])
+
+
+def added_text(old: str, new: str) -> str:
+    """The lines of ``new`` that ``old`` does not have (what a rewrite adds)."""
+    have = set(old.splitlines())
+    return "\n".join(line for line in new.splitlines() if line not in have)
+
+
+NO_EVIDENCE = Evidence()
+"""Nothing was shown: every text is clean (stages called outside a training step)."""

@@ -1,0 +1,168 @@
+"""Skill hygiene: edits that quote training items, echo the scorer's feedback or copy the
+prompt's scaffolding are refused before any rollout; edits that change nothing give their place
+to the next ranked edit."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import toy
+import yaml
+from conftest import toy_config
+
+from skillgrad.build import build_trainer
+from skillgrad.config import load_config
+from skillgrad.models.messages import Message
+from skillgrad.records import RolloutResult, Task
+from skillgrad.rundir import read_jsonl
+from skillgrad.stages.hygiene import Evidence, find_quote
+from skillgrad.testing import scripted_optimizer
+
+PASSAGE = ("The Selmarsh tin works opened in 1871. Tin tends rather easily to form hard, brittle "
+           "intermetallic phases, which made the early castings crack.")
+SCAFFOLD = "Read the passage below carefully and then answer the question that follows it."
+REASON = ("answer 'the castings cracked' does not match gold 'brittle intermetallic phases': it "
+          "contains the gold answer plus extra words, and scoring is exact match (token F1 0.40)")
+
+
+def _result(task_id: str, context: str, question: str, reason: str = "") -> RolloutResult:
+    user = f"{SCAFFOLD}\n\nPassage: {context}\n\nQuestion: {question}"
+    return RolloutResult(task_id=task_id, answer="x", hard=0.0 if reason else 1.0,
+                         soft=0.0, reason=reason,
+                         messages=(Message(role="system", content="skill"),
+                                   Message(role="user", content=user),
+                                   Message(role="assistant", content="x")))
+
+
+def _evidence() -> Evidence:
+    results = [_result("t1", PASSAGE, "Why did the castings crack?", REASON),
+               _result("t2", "Ravenby has a harbour that froze in the winter of 1902.",
+                       "When did the harbour freeze?"),
+               _result("t3", "The mill paid 26,100 crowns for its new wheel.",
+                       "What did the wheel cost?")]
+    tasks = {"t1": Task(id="t1", prompt="", reference={"answers": ["brittle intermetallic phases"]}),
+             "t2": Task(id="t2", prompt="", reference=["1902"]),
+             "t3": Task(id="t3", prompt="", reference={"answers": ["26100 crowns"]})}
+    return Evidence.of(results, tasks)
+
+
+def test_a_run_of_words_from_one_tasks_input_quotes_that_item() -> None:
+    quote = find_quote("The answer should include the behavior that tin tends rather easily to "
+                       "form hard, brittle phases.", _evidence())
+    assert quote is not None and quote.kind == "instance" and quote.task_id == "t1"
+    assert "tin tends rather easily to form hard" in quote.quoted
+    assert "training item 't1'" in quote.reason()
+
+
+def test_a_gold_answer_is_an_instance_fact_however_it_is_written() -> None:
+    ev = _evidence()
+    quote = find_quote("When the question asks about cost, answer 26,100 crowns.", ev)
+    assert quote is not None and quote.kind == "answer" and quote.task_id == "t3"
+    quote = find_quote("Years are four digits, e.g. 1902.", ev)
+    assert quote is not None and quote.task_id == "t2"
+
+
+def test_the_scorers_feedback_is_not_a_rule() -> None:
+    quote = find_quote("Answer without extra words: it contains the gold answer plus extra words, "
+                       "and scoring is exact match.", _evidence())
+    assert quote is not None and quote.kind == "feedback"
+
+
+def test_the_prompts_scaffolding_is_not_a_rule() -> None:
+    quote = find_quote("Read the passage below carefully and then answer the question.",
+                       _evidence())
+    assert quote is not None and quote.kind == "scaffolding" and quote.task_id is None
+
+
+def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
+    ev = _evidence()
+    for rule in ("Reply with the shortest phrase from the passage that answers the question.",
+                 "When the question asks for a number, give the number alone, without units.",
+                 "If the answer is a year, write its four digits.",
+                 "Do not add extra words."):
+        assert find_quote(rule, ev) is None, rule
+    skill = f"# Skill\n\n{SCAFFOLD}\n"
+    assert find_quote(SCAFFOLD + " Keep it short.", ev, skill) is None
+
+
+# ----------------------------------------------------------------------------- in training
+
+LEAK_FEEDBACK = ("Rule year: it contains the gold answer plus extra words, and scoring is exact "
+                 "match, so only the answer alone counts.")
+
+
+def _leaky(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """Proposes a gold answer it saw, the scorer's words, and (last) the rule that works."""
+    if toy.rule("year") in skill:
+        return {"reasoning": "done", "edits": []}
+    gold = re.search(r"year: (\d{4})", tasks)
+    if gold is None:
+        return {"reasoning": "no year failures here", "edits": []}
+    return {"reasoning": "years carry extra words", "edits": [
+        {"op": "append", "content": f"Rule year: the year is {gold.group(1)}.", "support": 9},
+        {"op": "append", "content": LEAK_FEEDBACK, "support": 8},
+        {"op": "append", "content": toy.rule("year"), "support": 1}]}
+
+
+leaky_optimizer = scripted_optimizer(_leaky)
+
+
+def _noop(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """Ranks first a replace that changes nothing, then the rule that works."""
+    if toy.rule("year") in skill or "year" not in tasks:
+        return {"reasoning": "done", "edits": []}
+    line = "Answer the question about the item."
+    return {"reasoning": "years", "edits": [
+        {"op": "replace", "anchor": line, "content": line, "support": 9},
+        {"op": "append", "content": toy.rule("year"), "support": 1}]}
+
+
+noop_optimizer = scripted_optimizer(_noop)
+
+
+def _config(folder: Path, optimizer: str) -> Path:
+    path = toy_config(folder, train={"num_epochs": 1, "steps_per_epoch": 2})
+    data = yaml.safe_load(path.read_text())
+    data["model"]["optimizer"] = {"backend": "scripted", "function": f"test_hygiene:{optimizer}"}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_leaking_edits_are_refused_before_rollout_and_the_clean_one_is_learned(
+        toy_dir: Path) -> None:
+    out = toy_dir / "run"
+    build_trainer(load_config(_config(toy_dir, "leaky_optimizer")), out).fit()
+    step = out / "steps" / "e01-s001"
+    report = json.loads((step / "apply_report.json").read_text())["outcomes"]
+    refused = [o["reason"] for o in report if o["status"] == "refused"]
+    gold = [r for r in refused
+            if re.search(r"quotes the gold answer of training item 't\d+': '\d{4}'", r)]
+    feedback = [r for r in refused if "copies the scorer's feedback" in r]
+    assert gold and len(feedback) == 1 and len(gold) + len(feedback) == len(refused)
+    # The budget (one edit) went to the clean rule, which was then learned.
+    assert [o["edit"]["content"] for o in report if o["status"] == "applied"] == [
+        toy.rule("year")]
+    best = (out / "best_skill.md").read_text()
+    assert toy.rule("year") in best and "scoring is exact match" not in best
+    record = json.loads((step / "record.json").read_text())
+    assert record["n_refused"] == len(refused) and record["decision"] == "accept_new_best"
+    # Later optimizer calls are told what was refused and why.
+    calls = read_jsonl(out / "steps" / "e01-s002" / "calls.jsonl")
+    analyst = [c for c in calls if c["request"]["kind"] == "analyst_failure"]
+    assert analyst and all("refused before rollout" in c["request"]["messages"][0]["content"]
+                           for c in analyst)
+
+
+def test_an_edit_that_changes_nothing_gives_its_place_to_the_next(toy_dir: Path) -> None:
+    out = toy_dir / "run"
+    build_trainer(load_config(_config(toy_dir, "noop_optimizer")), out).fit()
+    step = out / "steps" / "e01-s001"
+    report = json.loads((step / "apply_report.json").read_text())["outcomes"]
+    assert [o["status"] for o in report] == ["skipped", "applied"]
+    assert "no change" in report[0]["reason"]
+    record = json.loads((step / "record.json").read_text())
+    assert record["decision"] == "accept_new_best"
+    assert toy.rule("year") in (out / "best_skill.md").read_text()
