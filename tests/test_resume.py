@@ -155,7 +155,7 @@ def test_a_refusal_names_keys_a_newer_version_added(reference, tmp_path: Path) -
     with pytest.raises(RunDirError) as refused:
         build_trainer(load_config(cfg, ["optimizer.learning_rate=3"]), out).fit()
     message = str(refused.value)
-    assert "evaluation.gate_test is new (now 'none'; that run predates it)" in message
+    assert "evaluation.gate_test is new (now 'strict'; that run predates it)" in message
     assert "optimizer.learning_rate: 1 -> 3" in message
     assert "train.removed_key is no longer a key (was 1)" in message
     assert "\n" not in message

@@ -204,3 +204,43 @@ def test_density_bonus_favours_directive_wording_outside_protected_blocks() -> N
     assert d.decision == "accept_new_best" and d.bonus and d.bonus > 0
     assert "density" in rule.describe()
     assert decide(same, same, same, GateRule(), density=(0.5, 0.0, 0.0)).decision == "reject"
+
+
+# ----------------------------------------------------------------------------- the default gate
+
+
+def _paired(gains: dict[int, float], n: int = 20, base: float = 0.43) -> tuple[EvalScore, EvalScore]:
+    """A current and a candidate score on ``n`` tasks, the candidate better by ``gains[i]``."""
+    cur = {f"t{i}": (0.0, base) for i in range(n)}
+    cand = {t: (0.0, base + gains.get(i, 0.0)) for i, t in enumerate(cur)}
+
+    def make(per: dict[str, tuple[float, float]], digest: str) -> EvalScore:
+        return EvalScore(split="val", skill_hash=digest, n=n, hard=0.0,
+                         soft=sum(s for _, s in per.values()) / n, per_task=per)
+
+    return make(cand, "cand"), make(cur, "cur")
+
+
+def _default_rule(**evaluation: object) -> GateRule:
+    from skillgrad.config import SkillgradConfig
+    from skillgrad.settings import gate_rule
+
+    return gate_rule(SkillgradConfig.model_validate(
+        {"evaluation": {"gate_metric": "soft", **evaluation}}))
+
+
+def test_the_default_gate_does_not_take_noise_for_progress() -> None:
+    """+0.018 F1 on 20 items (three tasks a little better, two a little worse) is noise."""
+    cand, cur = _paired({0: 0.2, 1: 0.2, 2: 0.2, 3: -0.12, 4: -0.12})
+    assert abs((cand.soft - cur.soft) - 0.018) < 1e-9
+    d = decide(cand, cur, cur, _default_rule())
+    assert d.decision == "reject" and "not significant" in d.reason
+    # SkillOpt's strict gate, by name, takes any higher mean.
+    assert decide(cand, cur, cur, _default_rule(gate_test="strict")).decision == (
+        "accept_new_best")
+
+
+def test_the_default_gate_takes_a_real_gain() -> None:
+    cand, cur = _paired({i: 0.5 for i in range(7)})
+    d = decide(cand, cur, cur, _default_rule())
+    assert d.decision == "accept_new_best" and d.p_value is not None and d.p_value <= 0.05

@@ -119,8 +119,9 @@ class EvaluationSection(Section):
     use_gate: bool = True
     gate_metric: Literal["hard", "soft", "mixed"] = "hard"
     gate_mixed_weight: float = Field(0.5, ge=0.0, le=1.0)
-    gate_test: Literal["none", "sign", "bootstrap"] = Field(
-        "none", description="honest gate: the paired per-task improvement must pass this test")
+    gate_test: Literal["strict", "sign", "bootstrap"] = Field(
+        "bootstrap", description="bootstrap or sign: the honest gate (the paired per-task "
+        "improvement must pass this test); strict: any higher mean is accepted (SkillOpt's gate)")
     gate_alpha: float = Field(0.05, gt=0.0, lt=1.0, description="significance level of gate_test")
     gate_min_margin: float | None = Field(
         None, gt=0.0, description="accept when the mean improvement reaches this margin "
@@ -135,7 +136,9 @@ class EvaluationSection(Section):
 
     @model_validator(mode="after")
     def _honest_needs_gate(self) -> EvaluationSection:
-        if not self.use_gate and (self.gate_test != "none" or self.gate_min_margin is not None):
+        # The default test is no choice of the user's: only one set explicitly contradicts it.
+        chosen = "gate_test" in self.model_fields_set and self.gate_test != "strict"
+        if not self.use_gate and (chosen or self.gate_min_margin is not None):
             raise ValueError("gate_test and gate_min_margin need use_gate: true")
         return self
 

@@ -52,7 +52,7 @@ def build_summary(
             "mixed_weight": ev.gate_mixed_weight if metric == "mixed" else None,
             "rule": rule.describe(),
             "test": ev.gate_test,
-            "alpha": ev.gate_alpha if ev.gate_test != "none" else None,
+            "alpha": ev.gate_alpha if ev.gate_test != "strict" else None,
             "min_margin": ev.gate_min_margin,
             "density_bonus_weight": ev.density_bonus_weight or None,
         },

@@ -32,7 +32,7 @@ class GateRule:
     metric: str = "hard"
     mixed_weight: float = 0.5
     use_gate: bool = True
-    test: str = "none"  # none | sign | bootstrap
+    test: str = "strict"  # strict | sign | bootstrap
     alpha: float = 0.05
     min_margin: float | None = None
     bootstrap_samples: int = 2000
@@ -44,7 +44,7 @@ class GateRule:
         if not self.use_gate:
             return "GATE OFF: every candidate adopted"
         parts = []
-        if self.test != "none":
+        if self.test != "strict":
             name = "one-sided sign test" if self.test == "sign" else (
                 f"paired bootstrap ({self.bootstrap_samples} resamples)")
             parts.append(f"the paired per-task gain passes a {name} at alpha {self.alpha:g}")
@@ -62,7 +62,7 @@ class GateRule:
 
     @property
     def honest(self) -> bool:
-        return self.test != "none" or self.min_margin is not None
+        return self.use_gate and (self.test != "strict" or self.min_margin is not None)
 
 
 def directive_density(skill: str) -> float:
@@ -152,7 +152,7 @@ def _judge(
         return False, f"mean paired gain {mean:+.4f} is not positive", extra
     if rule.min_margin is not None and mean >= rule.min_margin - 1e-12:
         return True, f"mean paired gain {mean:+.4f} >= margin {rule.min_margin:g}", extra
-    if rule.test == "none":
+    if rule.test == "strict":
         return False, f"mean paired gain {mean:+.4f} < margin {rule.min_margin:g}", extra
     if rule.test == "sign":
         p = sign_test_p(gains)
