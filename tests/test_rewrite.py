@@ -33,7 +33,7 @@ def test_the_document_comes_as_json_and_ends_with_one_newline() -> None:
 
 
 @pytest.mark.parametrize("replies, reason", [
-    ([Completion(text='{"document": "# New\\n\\nDo', finish_reason="length")],
+    ([Completion(text='{"document": "# New\\n\\nDo', finish_reason="length")] * 2,
      "cut off at the token limit"),
     ([{"document": "  \n"}], "rewrite is empty"),
     (["no JSON here", "still none"], "not valid JSON"),

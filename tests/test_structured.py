@@ -1,4 +1,5 @@
-"""Structured (JSON) replies: tolerant extraction and the one repair retry of ``ask_json``."""
+"""Structured (JSON) replies: tolerant extraction and the one repair retry of ``ask_json``
+(runaway and cut-off replies: test_runaway.py)."""
 
 from __future__ import annotations
 
@@ -111,10 +112,11 @@ def test_invalid_twice_keeps_error_and_raw() -> None:
 
 def test_truncated_reply_is_never_adopted() -> None:
     cut = Completion(text=GOOD, finish_reason="length")  # parses, but was cut off
-    model = ScriptedModel([cut, GOOD])
+    model = ScriptedModel([cut, cut])  # retried once (see test_runaway.py), cut off again
     reply = ask_json(model, ASK, Answer, kind="test")
     assert reply.value is None
     assert reply.raw == GOOD
+    assert reply.attempts == 2
     assert reply.error is not None and "cut off" in reply.error
 
 

@@ -3,13 +3,19 @@
 The request carries a JSON schema, which backends with structured output enforce. Replies are
 still parsed tolerantly (code fences, surrounding prose, small syntax slips), validated against
 the expected shape, and, if that fails, the model is asked once more with the parse error shown.
-A reply cut off by the token limit is never used.
+
+A reply cut off by the token limit, or one that ran away (repeated one sentence or phrase over
+and over, see :func:`find_runaway`), is never used. It is retried once, differently: the model
+is told what went wrong, sees only the start of its reply, and is asked at a temperature of at
+least :data:`RETRY_TEMPERATURE` so that a greedy loop does not come back word for word. The
+retry depends only on the replies, so a recorded run replays.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -26,12 +32,180 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 @dataclass(frozen=True)
 class JsonReply(Generic[T]):
-    """``value`` when the reply parsed; otherwise ``error``. ``raw`` is always kept."""
+    """``value`` when the reply parsed; otherwise ``error``. ``raw`` (the last reply) is always
+    kept. ``retried`` is why a second attempt was made (the first reply's problem), or None."""
 
     value: T | None
     raw: str
     error: str | None = None
     attempts: int = 1
+    retried: str | None = None
+
+
+# ----------------------------------------------------------------------------- runaway replies
+
+# Exact repetition: a unit of 1 to _MAX_UNIT characters written out at least _MIN_COPIES times
+# in a row, covering at least _MIN_SPAN characters (_MIN_SPAN_BARE for a unit without letters:
+# indentation, rules of dashes, a list of numbers). Five copies of one sentence in a row is
+# never what a prompt asks for; 200 characters keeps short echoes ("no, no, no") out.
+_MAX_UNIT = 500
+_MIN_COPIES = 5
+_MIN_SPAN = 200
+_MIN_SPAN_BARE = 400
+# The same with every digit read as 0 (a counting loop: "Step 1: check ... Step 2: check ..."),
+# where honest lists of numbered items are likelier, so more is needed.
+_MIN_COPIES_COUNTING = 10
+_MIN_SPAN_COUNTING = 400
+_TANDEM = re.compile(rf"(.{{1,{_MAX_UNIT}}}?)\1{{{_MIN_COPIES - 1},}}", re.DOTALL)
+_DIGITS_AS_ZERO = str.maketrans("0123456789", "0" * 10)
+_LETTER = re.compile(r"[^\W\d_]")
+# Low diversity (a loop with variations): in some window of _WINDOW words, under _MIN_DISTINCT
+# of the 3-word sequences are distinct. Prose and JSON replies stay above 0.4 (keys and shared
+# phrases included); a loop of one to three short sentences is near 0.05-0.15.
+_WORD = re.compile(r"[^\W_]+")
+_WINDOW = 200
+_WINDOW_STEP = 50
+_MIN_WORDS = 120
+_MIN_DISTINCT = 0.2
+_SCAN = 50_000  # only the last this many characters are examined (bounds the cost)
+_SENTENCE_END = re.compile(r"[.!?](?:\s+|$)|\n|\\n")
+_ESCAPE = re.compile(r'\\[nrt"\\]')
+_UNESCAPE = {"\\n": " ", "\\r": " ", "\\t": " ", '\\"': '"', "\\\\": "\\"}
+
+RETRY_TEMPERATURE = 0.7
+_SHOWN = 400  # characters of a runaway or cut-off reply shown back to the model
+
+
+@dataclass(frozen=True)
+class _Runaway:
+    description: str
+    clean_end: int  # where the reply stops being worth showing back (after the first copy)
+
+
+def find_runaway(text: str) -> str | None:
+    """What makes ``text`` a runaway (degenerate repetition), in a few words; None if it is not.
+
+    Flagged: one unit (sentence, line, phrase, JSON object) written out many times in a row, the
+    same counting up ("Step 1 ... Step 2 ..."), or a stretch of a few phrases in varying order.
+    Not flagged: repeated keys, shared wording across different items, a phrase said twice."""
+    found = _find_runaway(text)
+    return found.description if found else None
+
+
+def is_runaway(text: str) -> bool:
+    """Whether ``text`` repeats itself degenerately (see :func:`find_runaway`)."""
+    return _find_runaway(text) is not None
+
+
+def _find_runaway(text: str) -> _Runaway | None:
+    offset = max(0, len(text) - _SCAN)
+    scanned = text[offset:]
+    counting = scanned.translate(_DIGITS_AS_ZERO)
+    regions = _repeating_regions(counting)
+    found = (_tandem(scanned, scanned, regions, _MIN_COPIES, _MIN_SPAN, _MIN_SPAN_BARE)
+             or _tandem(scanned, counting, regions, _MIN_COPIES_COUNTING, _MIN_SPAN_COUNTING,
+                        _MIN_SPAN_COUNTING)
+             or _low_diversity(scanned))
+    if found is None or not offset:
+        return found
+    return _Runaway(found.description, found.clean_end + offset)
+
+
+_GRAM = 16
+
+
+def _repeating_regions(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` may hold a tandem repeat worth a regex search (which is slow to run over
+    a whole reply): stretches where every 16-character piece also occurs at most _MAX_UNIT
+    characters before. A repeat of ``copies`` units covering ``span`` characters makes such a
+    stretch of at least ``span * (1 - 1/copies) - 15`` positions; shorter ones are dropped."""
+    shortest = int(_MIN_SPAN * (1 - 1 / _MIN_COPIES)) - _GRAM + 1
+    last: dict[str, int] = {}
+    regions: list[tuple[int, int]] = []
+    run_start = -1
+    for i in range(len(text) - _GRAM + 1):
+        piece = text[i : i + _GRAM]
+        seen = last.get(piece)
+        last[piece] = i
+        if seen is not None and i - seen <= _MAX_UNIT:
+            if run_start < 0:
+                run_start = i
+            continue
+        if run_start >= 0 and i - run_start >= shortest:
+            regions.append((max(0, run_start - _MAX_UNIT), i + _GRAM))
+        run_start = -1
+    end = len(text) - _GRAM + 1
+    if run_start >= 0 and end - run_start >= shortest:
+        regions.append((max(0, run_start - _MAX_UNIT), len(text)))
+    return regions
+
+
+def _tandem(text: str, searched: str, regions: list[tuple[int, int]], copies: int, span: int,
+            bare_span: int) -> _Runaway | None:
+    best: tuple[int, int, int] | None = None  # (covered, start, unit length)
+    for lo, hi in regions:
+        for m in _TANDEM.finditer(searched, lo, hi):
+            unit, covered = m.group(1), m.end() - m.start()
+            needed = span if _LETTER.search(unit) else bare_span
+            if (covered // len(unit) >= copies and covered >= needed
+                    and (best is None or covered > best[0])):
+                best = (covered, m.start(), len(unit))
+    if best is None:
+        return None
+    covered, start, size = best
+    unit = _readable(text[start : start + size])
+    return _Runaway(f"{_quote(unit)} repeated {covered // size} times", start + size)
+
+
+def _readable(unit: str) -> str:
+    """A repeated unit as a reader would name it: starting after a sentence end, stripped."""
+    m = _SENTENCE_END.search(unit)
+    if m and 0 < m.end() < len(unit):
+        unit = unit[m.end() :] + unit[: m.end()]
+    return unit.strip() or unit
+
+
+def _low_diversity(text: str) -> _Runaway | None:
+    words = list(_WORD.finditer(text))
+    if len(words) < _MIN_WORDS:
+        return None
+    lower = [w.group().lower() for w in words]
+    last = max(0, len(lower) - _WINDOW)  # the last window ends with the text
+    for start in [*range(0, last, _WINDOW_STEP), last]:
+        window = lower[start : start + _WINDOW]
+        grams = list(zip(window, window[1:], window[2:], strict=False))
+        share = len(set(grams)) / len(grams)
+        if share < _MIN_DISTINCT:
+            begin = words[start].start()
+            what = f"a few phrases over and over (only {share:.0%} of the 3-word sequences in " \
+                   f"{len(window)} words are distinct)"
+            common = _commonest_sentence(text[begin:])
+            if common:
+                what += f", e.g. {_quote(common)}"
+            return _Runaway(what, begin)
+    return None
+
+
+def _commonest_sentence(text: str) -> str | None:
+    counts: Counter[tuple[str, ...]] = Counter()
+    first: dict[tuple[str, ...], str] = {}
+    for piece in _SENTENCE_END.split(text):
+        key = tuple(w.lower() for w in _WORD.findall(piece) if not w.isdigit())
+        if len(key) >= 3:
+            counts[key] += 1
+            first.setdefault(key, piece.strip())
+    if not counts:
+        return None
+    key, n = counts.most_common(1)[0]
+    return first[key] if n >= 2 else None
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a message: JSON escapes read, whitespace collapsed, clipped."""
+    text = " ".join(_ESCAPE.sub(lambda m: _UNESCAPE[m.group()], text).split())
+    if not text:
+        return "whitespace"
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def extract_json(text: str) -> object:
@@ -94,14 +268,21 @@ def ask_json(
     temperature: float | None = None,
     schema: dict[str, Any] | None = None,
 ) -> JsonReply[T]:
-    """Ask for a JSON object of ``shape``; one repair retry; never raises on a bad reply.
+    """Ask for a JSON object of ``shape``; at most one retry; never raises on a bad reply.
 
     ``kind`` names the call (its prompt); ``schema`` (default: ``shape``'s, every key required)
     is what the request asks the model for; it may be narrower than ``shape`` (an enum of
-    allowed anchors, say)."""
+    allowed anchors, say).
+
+    A reply that runs away or is cut off at the token limit is not used, even if it parses; the
+    retry names the problem, shows the start of the reply and raises the temperature to at
+    least :data:`RETRY_TEMPERATURE`. A reply that is not JSON of the expected shape is retried
+    with the parse error shown. The second reply is used only if it has none of these problems.
+    """
     schema = schema or strict_schema(shape.model_json_schema())
     raw = ""
-    error: str | None = None
+    problem = ""
+    retried: str | None = None
     for attempt in (1, 2):
         request = ChatRequest(
             messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
@@ -109,16 +290,49 @@ def ask_json(
         )
         completion = model.complete(request)
         raw = completion.text
-        if completion.truncated:
-            return JsonReply(None, raw, "reply was cut off at the token limit", attempt)
-        try:
-            return JsonReply(parse_as(raw, shape), raw, None, attempt)
-        except ValueError as exc:
-            error = f"reply is not valid JSON of the expected shape: {exc}"
-        messages = [
-            *messages,
-            Message(role="assistant", content=raw),
-            Message(role="user", content=f"That reply could not be used ({error}). "
-                    "Reply again with only the JSON object."),
-        ]
-    return JsonReply(None, raw, error, 2)
+        runaway = _find_runaway(raw)
+        if runaway is None and not completion.truncated:
+            try:
+                return JsonReply(parse_as(raw, shape), raw, None, attempt, retried)
+            except ValueError as exc:
+                problem = f"reply is not valid JSON of the expected shape: {exc}"
+            if attempt == 1:
+                retried = problem
+                messages = [
+                    *messages,
+                    Message(role="assistant", content=raw),
+                    Message(role="user", content=f"That reply could not be used ({problem}). "
+                            "Reply again with only the JSON object."),
+                ]
+            continue
+        if runaway is not None:
+            until = " until the token limit" if completion.truncated else ""
+            problem = f"runaway (repeated text): {runaway.description}{until}"
+            note = (f"Your reply repeated itself ({runaway.description}){until} and could not "
+                    "be used.")
+            shown = raw[: min(runaway.clean_end, _SHOWN)]
+        else:
+            limit = f" ({max_tokens} tokens)" if max_tokens else ""
+            problem = f"reply was cut off at the token limit{limit}"
+            note = f"Your reply was too long: it was cut off at the token limit{limit}."
+            shown = raw[:_SHOWN]
+        if attempt == 1:
+            retried = problem
+            messages = [
+                *messages,
+                Message(role="assistant", content=(shown.rstrip() + " [...]").lstrip()),
+                Message(role="user", content=f"{note} Write each point once and keep every "
+                        "field short; reply with only the JSON object."),
+            ]
+            temperature = max(temperature or 0.0, RETRY_TEMPERATURE)
+    return JsonReply(None, raw, _final_error(problem, retried), 2, retried)
+
+
+def _final_error(problem: str, first: str | None) -> str:
+    """The last reply's problem, and the first one's when it differs in kind."""
+    if first is None or first.split(":")[0] == problem.split(":")[0]:
+        return problem
+    kinds = {"runaway (repeated text)": "ran away (repeated text)",
+             "reply is not valid JSON of the expected shape": "was not valid JSON"}
+    head = first.split(":")[0]
+    return f"{problem}; the first reply {kinds.get(head, 'was too long')}"
