@@ -5,10 +5,11 @@ from skillgrad.envs.open_qa.env import (
     OpenQAEnvironment,
     OpenQAOptions,
     Paragraph,
+    Question,
     SearchIndex,
     load_squad,
     tokens,
 )
 
-__all__ = ["OpenQAEnvironment", "OpenQAOptions", "Paragraph", "SearchIndex", "load_squad",
-           "tokens"]
+__all__ = ["OpenQAEnvironment", "OpenQAOptions", "Paragraph", "Question", "SearchIndex",
+           "load_squad", "tokens"]

@@ -63,6 +63,7 @@ class Question:
     question: str
     answers: tuple[str, ...]
     article: str
+    context: str = ""  # the gold paragraph (the reading environment shows it)
 
 
 def tokens(text: str) -> list[str]:
@@ -106,14 +107,15 @@ def load_squad(path: Path) -> tuple[list[Question], list[Paragraph]]:
         try:
             title = str(article["title"]).replace("_", " ")
             for p in article["paragraphs"]:
-                paragraphs.append(Paragraph(title, str(p["context"])))
+                context = str(p["context"])
+                paragraphs.append(Paragraph(title, context))
                 for qa in p["qas"]:
                     answers = tuple(dict.fromkeys(
                         (x["text"] if isinstance(x, dict) else str(x)).strip()
                         for x in qa["answers"]))
                     if answers:
                         questions.append(Question(str(qa["id"]), str(qa["question"]).strip(),
-                                                  answers, title))
+                                                  answers, title, context))
         except (KeyError, TypeError):
             raise DataError(f"{path}: article {a}: expected title, paragraphs[].context and "
                             "paragraphs[].qas[] with question, id and answers") from None
