@@ -18,7 +18,7 @@ from skillgrad.config import load_config
 from skillgrad.models.messages import Message
 from skillgrad.records import RolloutResult, Task
 from skillgrad.rundir import read_jsonl
-from skillgrad.stages.hygiene import Evidence, find_quote
+from skillgrad.stages.hygiene import Evidence, find_quote, screen
 from skillgrad.testing import scripted_optimizer
 
 PASSAGE = ("The Selmarsh tin works opened in 1871. Tin tends rather easily to form hard, brittle "
@@ -69,6 +69,34 @@ def test_the_scorers_feedback_is_not_a_rule() -> None:
     quote = find_quote("Answer without extra words: it contains the gold answer plus extra words, "
                        "and scoring is exact match.", _evidence())
     assert quote is not None and quote.kind == "feedback"
+
+
+def test_a_short_run_of_the_scorers_own_words_is_feedback_too() -> None:
+    """"gold answer" is in no task input: the agent can do nothing with it."""
+    quote = find_quote("Make sure the reply does not contain the gold answer plus other text.",
+                       _evidence())
+    assert quote is not None and quote.kind == "feedback" and "gold answer" in quote.quoted
+    assert find_quote("Do not add extra words to the answer.", _evidence()) is None
+
+
+def test_a_sound_sentence_is_kept_apart_from_a_pasted_verdict() -> None:
+    result = screen("Check the answer: it contains the gold answer plus extra words, and scoring "
+                    "is exact match. Instead, reply with the shortest phrase that answers.",
+                    _evidence())
+    assert result.clean == "Reply with the shortest phrase that answers."
+    assert [q.kind for _, q in result.removed] == ["feedback"]
+    assert screen("Do not add extra words.", _evidence()).clean == "Do not add extra words."
+    assert screen("It contains the gold answer plus extra words.", _evidence()).clean is None
+
+
+def test_text_refused_earlier_stays_refused_when_it_comes_back() -> None:
+    """The rejected buffer shows a refused text again; proposing it again is still refused,
+    even in a step whose own feedback no longer holds it."""
+    earlier = "Ensure the reply never carries the words the grader flagged last time."
+    ev = Evidence.of([], None, refused=[earlier])
+    quote = find_quote("Always ensure the reply never carries the words the grader flagged.", ev)
+    assert quote is not None and quote.kind == "refused"
+    assert find_quote("Reply with the shortest phrase.", ev) is None
 
 
 def test_the_prompts_scaffolding_is_not_a_rule() -> None:
@@ -141,7 +169,13 @@ def test_leaking_edits_are_refused_before_rollout_and_the_clean_one_is_learned(
     gold = [r for r in refused
             if re.search(r"quotes the gold answer of training item 't\d+': '\d{4}'", r)]
     feedback = [r for r in refused if "copies the scorer's feedback" in r]
-    assert gold and len(feedback) == 1 and len(gold) + len(feedback) == len(refused)
+    assert gold and feedback and len(gold) + len(feedback) == len(refused)
+    # Each analyst whose reply was refused in part was asked once more, told why.
+    first = read_jsonl(step / "calls.jsonl")
+    again = [c["request"]["messages"] for c in first if c["request"]["kind"] == "analyst_failure"
+             and len(c["request"]["messages"]) == 3]
+    assert again and all("refused" not in m[2]["content"] and "cannot go into the skill"
+                         in m[2]["content"] and "'1" in m[2]["content"] for m in again)
     # The budget (one edit) went to the clean rule, which was then learned.
     assert [o["edit"]["content"] for o in report if o["status"] == "applied"] == [
         toy.rule("year")]

@@ -16,9 +16,9 @@ NAMES = sorted(
 ANALYST = {"skill", "meta", "rejected", "count", "trajectories", "max_edits", "constraints",
            "aware", "aware_reply"}
 EXPECTED = {
-    "analyst_failure": ANALYST,
+    "analyst_failure": ANALYST | {"breakdown"},
     "analyst_success": ANALYST,
-    "suggest_failure": ANALYST,
+    "suggest_failure": ANALYST | {"breakdown"},
     "suggest_success": ANALYST,
     "merge": {"kind", "skill", "meta", "proposals", "max_edits"},
     "merge_final": {"skill", "meta", "failure", "success", "max_edits"},
@@ -58,7 +58,7 @@ def test_every_template_renders(name: str) -> None:
 def test_missing_value_raises() -> None:
     with pytest.raises(KeyError, match=r"missing \['trajectories'\]"):
         prompts.render("analyst_failure", skill="s", meta="", rejected="", count="1",
-                       max_edits="2", constraints="", aware="", aware_reply="")
+                       max_edits="2", constraints="", aware="", aware_reply="", breakdown="")
 
 
 def test_unused_value_raises() -> None:

@@ -90,6 +90,13 @@ class Suggestion(Record):
     rationale: str = ""
 
 
+class Refused(Record):
+    """A proposed change that skill hygiene refused before any rollout, and why."""
+
+    item: Edit | Suggestion
+    reason: str
+
+
 class Patch(Record):
     """An analyst's or a merge's proposal. ``error`` and ``raw`` are kept when parsing failed.
 
@@ -106,6 +113,7 @@ class Patch(Record):
     error: str | None = None
     raw: str | None = None
     minibatch: int | None = None
+    refused: tuple[Refused, ...] = ()  # what the analyst proposed first and hygiene refused
 
 
 class EditOutcome(Record):

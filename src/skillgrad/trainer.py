@@ -30,6 +30,7 @@ from skillgrad.records import (
     RejectedStep,
     RolloutResult,
     StepRecord,
+    Suggestion,
     Task,
 )
 from skillgrad.rundir import RunDir, WorkDir
@@ -43,7 +44,7 @@ from skillgrad.stages.candidate import (
     update_stage,
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
-from skillgrad.stages.hygiene import Evidence
+from skillgrad.stages.hygiene import REFUSED, Evidence
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import rollout, score
@@ -139,14 +140,15 @@ class Trainer:
             batch, rng = self._batch(j)
             out = self._stage("rollout", len(batch), self._rollout, batch, skill)
             patches += self._stage("reflect", None, reflect, out, skill,
-                                   self._optimizer("reflect"), reflecting, rng, self._rejected())
+                                   self._optimizer("reflect"), reflecting, rng, self._rejected(),
+                                   self._evidence(out))
             results += out
         folder.rollouts(results)
         folder.patches(patches)
 
         budget = settings.step_budget(self.cfg, s.global_step, s.total_steps)
         making = settings.candidate_settings(self.cfg, skill, self._context())
-        shown = Evidence.of(results, self._train_by_id)  # what no edit may quote
+        shown = self._evidence(results)  # what no edit may quote
         merged = self._stage("aggregate", None, lambda: aggregate_stage(
             skill, patches, self._optimizer("aggregate"), making, shown))
         chosen = self._stage("select", None, lambda: select_stage(
@@ -483,3 +485,10 @@ class Trainer:
 
     def _rejected(self) -> Sequence[RejectedStep]:
         return settings.rejected(self.cfg, self._context())
+
+    def _evidence(self, results: Sequence[RolloutResult]) -> Evidence:
+        """What the optimizer is shown with ``results``: their tasks, gold answers and failure
+        reasons, and the refused texts the rejected buffer shows it again."""
+        refused = [e.description if isinstance(e, Suggestion) else e.content
+                   for r in self._rejected() if r.note.startswith(REFUSED) for e in r.edits]
+        return Evidence.of(results, self._train_by_id, refused)

@@ -40,7 +40,14 @@ from skillgrad.records import (
 from skillgrad.skill import estimate_tokens
 from skillgrad.stages import appendix
 from skillgrad.stages.aggregate import MergeSettings, aggregate
-from skillgrad.stages.hygiene import NO_EVIDENCE, Evidence, added_text, find_quote
+from skillgrad.stages.hygiene import (
+    NO_EVIDENCE,
+    REFUSED,
+    Evidence,
+    added_text,
+    find_quote,
+    screen_items,
+)
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
 from skillgrad.stages.update import apply_edits
@@ -112,12 +119,18 @@ class Proposal:
     def unchanged_reason(self) -> str:
         """Why the candidate is the skill it started from, for a skip's reason: no edit was
         proposed, or the edits did not apply (and why: anchor not found, duplicate content)."""
-        skipped = [o for o in self.report.outcomes if o.status == "skipped"] if self.report else []
-        if not skipped:
+        outcomes = self.report.outcomes if self.report else ()
+        skipped = [o for o in outcomes if o.status == "skipped"]
+        refused = [o for o in outcomes if o.status == "refused"]
+        if not skipped and not refused:
             return "no edit was proposed" if self.n_proposed == 0 else "no change could be applied"
-        reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
-        noun = "edit" if len(skipped) == 1 else "edits"
-        return f"no change could be applied ({len(skipped)} {noun} skipped: {'; '.join(reasons)})"
+        parts = []
+        if refused:
+            parts.append(f"{len(refused)} {_edits(refused)} {REFUSED}")
+        if skipped:
+            reasons = list(dict.fromkeys(o.reason or "no reason given" for o in skipped))
+            parts.append(f"{len(skipped)} {_edits(skipped)} skipped: {'; '.join(reasons)}")
+        return f"no change could be applied ({'; '.join(parts)})"
 
     def changes(self) -> tuple[str, ...]:
         """Short descriptions of what the candidate changes (for records and the meta skill)."""
@@ -168,13 +181,14 @@ def aggregate_stage(
             refusal = refusal or (quote.reason() if quote else None)
             documents.append(Document(p.minibatch, text, refusal))
         return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
+    first = tuple((r.item, r.reason) for p in patches for r in p.refused)
     if settings.mode == "rewrite_from_suggestions":
         items, refused = _clean(fold_suggestions(patches), evidence, skill)
-        return Proposal(candidate=skill, items=items, refused=refused,
+        return Proposal(candidate=skill, items=items, refused=first + refused,
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge)
     items, refused = _clean(agg.merged.edits, evidence, skill)
-    return Proposal(candidate=skill, items=items, refused=refused,
+    return Proposal(candidate=skill, items=items, refused=first + refused,
                     n_proposed=sum(len(p.edits) for p in patches),
                     artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
 
@@ -182,16 +196,9 @@ def aggregate_stage(
 def _clean(
     items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str
 ) -> tuple[tuple[Any, ...], tuple[tuple[Edit | Suggestion, str], ...]]:
-    """(the items hygiene lets through, the refused ones with their reasons)."""
-    kept, refused = [], []
-    for item in items:
-        text = item.description if isinstance(item, Suggestion) else item.content
-        quote = find_quote(text, evidence, skill)
-        if quote is None:
-            kept.append(item)
-        else:
-            refused.append((item, f"refused before rollout: {quote.reason()}"))
-    return tuple(kept), tuple(refused)
+    """(the items hygiene lets through, trimmed; the refused text with its reasons)."""
+    kept, refused = screen_items(items, evidence, skill)
+    return tuple(kept), tuple((r.item, r.reason) for r in refused)
 
 
 # ----------------------------------------------------------------------------- select
@@ -308,6 +315,10 @@ def _add_reminders(
         max_tokens=settings.max_tokens, temperature=settings.temperature)
     return proposal.adding("appendix", update, candidate=candidate,
                            reminders=tuple(update.added))
+
+
+def _edits(items: Sequence[Any]) -> str:
+    return "edit" if len(items) == 1 else "edits"
 
 
 def _clip(text: str, limit: int = 140) -> str:

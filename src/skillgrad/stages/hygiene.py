@@ -5,9 +5,12 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
 
 * **quotes a training item**: a gold answer of a task the optimizer was shown, or a run of
   words from one task's input (its question, its context, a tool's output);
-* **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read;
+* **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
+  (a shorter run when it holds a word only the scorer uses, such as "gold");
 * **copies the prompt's scaffolding**: a run of words most task inputs share (the template the
-  environment wraps tasks in).
+  environment wraps tasks in);
+* **repeats what was refused**: a run of words of a text refused earlier, which the rejected
+  buffer shows the optimizer (so a refusal is not undone by proposing it again later).
 
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
@@ -21,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from skillgrad.records import RolloutResult, Task
+from skillgrad.records import Edit, Refused, RolloutResult, Suggestion, Task
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
 INSTANCE_RUN = 6
@@ -30,6 +33,9 @@ FEEDBACK_RUN = 7
 # Or: this share of a text's words lies in shorter shared runs (a paraphrase stitched together).
 COVERAGE_RUN = 4
 COVERAGE_SHARE = 0.5
+# Or: a run this long holds a word of the scorer's own (one in no task input and not in the
+# skill, such as "gold"): the agent cannot act on what only the scorer sees.
+SCORER_RUN = 4
 # A gold answer counts as a specific fact when it has this many characters after normalisation
 # (or is a number of two digits or more) and is the answer of at most this share of the tasks
 # shown ("yes", "B" or "0" answer many tasks and name no instance).
@@ -45,7 +51,9 @@ can will would should could may might must""".split())
 _WORD = re.compile(r"[a-z0-9]+")
 _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
-Kind = Literal["instance", "answer", "feedback", "scaffolding"]
+REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
+
+Kind = Literal["instance", "answer", "feedback", "scaffolding", "refused"]
 
 
 def words(text: str) -> list[str]:
@@ -81,6 +89,7 @@ class Quote:
             "answer": f"quotes the gold answer of training item{where}",
             "feedback": "copies the scorer's feedback",
             "scaffolding": "copies the task prompt's scaffolding",
+            "refused": "repeats text refused earlier",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
 
@@ -92,11 +101,13 @@ class Evidence:
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     feedback: tuple[tuple[str, ...], ...] = ()
+    refused: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
-    def of(cls, results: Sequence[RolloutResult],
-           tasks: Mapping[str, Task] | None = None) -> Evidence:
-        """The evidence of a step's rollouts (``tasks`` by id supply the gold answers)."""
+    def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
+           refused: Sequence[str] = ()) -> Evidence:
+        """The evidence of a step's rollouts (``tasks`` by id supply the gold answers;
+        ``refused``: texts refused earlier that the optimizer is shown again)."""
         inputs: dict[str, tuple[str, ...]] = {}
         answers: dict[str, tuple[str, ...]] = {}
         feedback = []
@@ -108,10 +119,10 @@ class Evidence:
             task = (tasks or {}).get(r.task_id)
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
-        return cls(inputs, answers, tuple(feedback))
+        return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused))
 
     def __bool__(self) -> bool:
-        return bool(self.inputs or self.answers or self.feedback)
+        return bool(self.inputs or self.answers or self.feedback or self.refused)
 
 
 def _strings(reference: Any) -> list[str]:
@@ -136,7 +147,17 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _feedback_quote(mine, own, evidence))
+            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence))
+
+
+def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    runs = {r for r in _runs(mine, SCORER_RUN + 1) - _runs(own, SCORER_RUN + 1)
+            if _content(r) >= 2}
+    for seq in evidence.refused:
+        hits = _in_order(mine, runs & _runs(seq, SCORER_RUN + 1), SCORER_RUN + 1)
+        if hits:
+            return Quote("refused", _longest(mine, hits[0], SCORER_RUN + 1, [seq]))
+    return None
 
 
 def _answer_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -187,6 +208,14 @@ def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quot
     hits = _in_order(mine, long_runs & said, FEEDBACK_RUN)
     if hits:
         return Quote("feedback", _longest(mine, hits[0], FEEDBACK_RUN, list(evidence.feedback)))
+    seen = set(own).union(*map(set, evidence.inputs.values()))
+    scorer_runs: set[tuple[str, ...]] = set()
+    for seq in evidence.feedback:
+        scorer_runs |= {r for r in _runs(seq, SCORER_RUN)
+                        if _content(r) >= 2 and any(w not in seen and not w.isdigit() for w in r)}
+    hits = _in_order(mine, scorer_runs - _runs(own, SCORER_RUN), SCORER_RUN)
+    if hits:
+        return Quote("feedback", _longest(mine, hits[0], SCORER_RUN, list(evidence.feedback)))
     short: set[tuple[str, ...]] = set()
     for seq in evidence.feedback:
         short |= _runs(seq, COVERAGE_RUN)
@@ -219,3 +248,60 @@ def added_text(old: str, new: str) -> str:
 
 NO_EVIDENCE = Evidence()
 """Nothing was shown: every text is clean (stages called outside a training step)."""
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s*,?\s+", re.I)
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A text after hygiene: ``clean`` is what may go into the skill (``None``: nothing),
+    ``removed`` the sentences left out, each with the quote that refused it."""
+
+    clean: str | None
+    removed: tuple[tuple[str, Quote], ...] = ()
+
+
+def screen(text: str, evidence: Evidence, skill: str = "") -> Screened:
+    """``text`` sentence by sentence: the sentences that quote what the optimizer was shown are
+    left out and the rest kept, so that a sound instruction is not lost with a pasted verdict
+    beside it. Nothing is kept when what remains is under three words."""
+    whole = find_quote(text, evidence, skill)
+    if whole is None:
+        return Screened(text)
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    kept, removed = [], []
+    for sentence in sentences:
+        quote = find_quote(sentence, evidence, skill)
+        if quote is None:
+            kept.append(sentence)
+        else:
+            removed.append((sentence, quote))
+    if not removed:  # the quote spans sentences: nothing to keep apart from it
+        return Screened(None, ((text, whole),))
+    rest = " ".join(kept).strip()
+    rest = _LEAD.sub("", rest)
+    rest = rest[:1].upper() + rest[1:]
+    if len(words(rest)) < 3 or find_quote(rest, evidence, skill) is not None:
+        return Screened(None, ((text, whole),))
+    return Screened(rest, tuple(removed))
+
+
+def screen_items(
+    items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str = ""
+) -> tuple[list[Edit | Suggestion], list[Refused]]:
+    """Edits or suggestions after :func:`screen`: those that may go into the skill (trimmed of
+    the sentences that quote), and what was refused, with why."""
+    kept: list[Edit | Suggestion] = []
+    refused: list[Refused] = []
+    for item in items:
+        is_edit = isinstance(item, Edit)
+        field_name = "content" if is_edit else "description"
+        result = screen(getattr(item, field_name), evidence, skill)
+        for sentence, quote in result.removed:
+            cut = item.model_copy(update={field_name: sentence})
+            refused.append(Refused(item=cut, reason=f"{REFUSED}: {quote.reason()}"))
+        if result.clean is not None:
+            kept.append(item.model_copy(update={field_name: result.clean}))
+    return kept, refused

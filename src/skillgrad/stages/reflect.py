@@ -26,8 +26,9 @@ from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.parallel import fan_out
-from skillgrad.records import Patch, RejectedStep, RolloutResult, Suggestion
-from skillgrad.stages.render import render_rejected, render_trajectories
+from skillgrad.records import Edit, Patch, Refused, RejectedStep, RolloutResult, Suggestion
+from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, screen_items
+from skillgrad.stages.render import render_breakdown, render_rejected, render_trajectories
 from skillgrad.stages.replies import (
     AWARE_REPLY,
     AwarePatchReply,
@@ -40,6 +41,7 @@ from skillgrad.stages.replies import (
 from skillgrad.stages.rewrite import ask_document, prompt_parts
 
 Mode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
+RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def reflect(
     settings: ReflectSettings,
     rng: random.Random,
     rejected: Sequence[RejectedStep] = (),
+    evidence: Evidence = NO_EVIDENCE,
 ) -> list[Patch]:
     """One patch per analyst call, in a deterministic order (minibatch, then failure/success).
 
@@ -100,7 +103,7 @@ def reflect(
         index, kind, batch = job
         if kind == "merged":
             return propose_document(batch, skill, model, settings, rejected_text, index)
-        return analyse(kind, batch, skill, model, settings, rejected_text, index)
+        return analyse(kind, batch, skill, model, settings, rejected_text, index, evidence)
 
     return fan_out(run, jobs, settings.workers, "reflect")
 
@@ -113,7 +116,11 @@ def analyse(
     settings: ReflectSettings,
     rejected_text: str,
     index: int,
+    evidence: Evidence = NO_EVIDENCE,
 ) -> Patch:
+    """One analyst call. When hygiene refuses some of its proposals (they quote a task or the
+    scorer: ``evidence``), the analyst is asked once more, told which and why; the refused
+    ones are kept in the patch for the apply report."""
     aware = settings.skill_aware and (kind == "failure" or settings.reminders_from == "both")
     suggest = settings.mode == "rewrite_from_suggestions"
     name = f"suggest_{kind}" if suggest else f"analyst_{kind}"
@@ -128,6 +135,7 @@ def analyse(
         constraints=settings.constraints,
         aware=prompts.render(f"skill_aware_{kind}") if aware else "",
         aware_reply=AWARE_REPLY if aware else "",
+        **({"breakdown": render_breakdown(batch)} if kind == "failure" else {}),
     )
     messages = [Message(role="user", content=prompt)]
     if suggest:
@@ -140,6 +148,18 @@ def analyse(
                      temperature=settings.temperature, schema=schema)
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
+    items, refused = screen_items(_items(reply.value), evidence, skill)
+    if len(items) < len(_items(reply.value)):  # some were refused whole: ask once more
+        # Sampled: a greedy model told what was wrong tends to write the same reply again.
+        again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
+                                 Message(role="user", content=_ask_again(refused))],
+                         shape, kind=name, max_tokens=settings.max_tokens,
+                         temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
+                         schema=schema)
+        if again.value is not None:
+            reply = again
+            items, later = screen_items(_items(reply.value), evidence, skill)
+            refused += later
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -148,9 +168,27 @@ def analyse(
         reasoning += "\n" + "\n".join(f"[{p.kind}] {p.pattern}" for p in patterns)
     if suggest:
         return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
-                     suggestions=tuple(Suggestion(**s.model_dump()) for s in value.suggestions))
+                     suggestions=tuple(i for i in items if isinstance(i, Suggestion)),
+                     refused=tuple(refused))
     return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
-                 edits=tuple(e.to_edit() for e in value.edits))
+                 edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused))
+
+
+def _items(value: Any) -> list[Edit | Suggestion]:
+    """The edits or suggestions of an analyst's reply, as records."""
+    if hasattr(value, "suggestions"):
+        return [Suggestion(**s.model_dump()) for s in value.suggestions]
+    return [e.to_edit() for e in value.edits]
+
+
+def _ask_again(refused: Sequence[Refused]) -> str:
+    listed = "\n".join(
+        f"- {(r.item.description if isinstance(r.item, Suggestion) else r.item.content)!r}: "
+        f"{r.reason.removeprefix(REFUSED + ': ')}" for r in refused)
+    return ("Some of those cannot go into the skill:\n" + listed + "\nA skill must work on tasks "
+            "it has never seen. Say in your own words what the agent should do, without the "
+            "facts of one task and without the wording of the Result lines. Reply again with "
+            "the whole JSON object.")
 
 
 def propose_document(

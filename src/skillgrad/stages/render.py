@@ -5,6 +5,8 @@ thing reads the same way in every call.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 from skillgrad.records import Edit, RejectedStep, RolloutResult, Suggestion
@@ -82,3 +84,25 @@ def render_edits(edits: Sequence[Edit | Suggestion]) -> str:
         out.append(f"{n}. [{e.op}] support {e.support}{anchor}\n   content: {e.content!r}"
                    + (f"\n   rationale: {e.rationale}" if e.rationale else ""))
     return "\n".join(out) if out else "(none)"
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)*")
+
+
+def reason_kind(reason: str) -> str:
+    """A failure reason with its particulars (quoted text, numbers) blanked: the kind of
+    failure it reports, so that reasons of one kind count together."""
+    return " ".join(_NUMBER.sub("N", _QUOTED.sub("'…'", reason)).split())
+
+
+def render_breakdown(batch: Sequence[RolloutResult], most: int = 5) -> str:
+    """How the failures of a minibatch divide into kinds, most common first ("" when they are
+    all of one kind or there are fewer than two)."""
+    kinds = Counter(reason_kind(r.reason or "wrong answer") for r in batch)
+    if len(batch) < 2 or len(kinds) < 2:
+        return ""
+    lines = [f"- {n} x {kind}" for kind, n in kinds.most_common(most)]
+    if len(kinds) > most:
+        lines.append(f"- {sum(n for _, n in kinds.most_common()[most:])} x other kinds")
+    return "Kinds of failure, most common first:\n" + "\n".join(lines) + "\n\n"

@@ -29,10 +29,10 @@ class EditReply(BaseModel):
 
     # Key order matters to a model that writes keys in schema order (a grammar-constrained one
     # does): it states the failure pattern, then the instruction that addresses it, and only
-    # then looks for where in the skill it goes.
-    op: EditOp
+    # then decides how and where in the skill it goes.
     rationale: str = ""
     content: str = ""
+    op: EditOp = "append"
     anchor: str = ""
     support: int = 1
 
