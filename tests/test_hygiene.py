@@ -73,7 +73,7 @@ def test_the_scorers_feedback_is_not_a_rule() -> None:
 
 def test_a_short_run_of_the_scorers_own_words_is_feedback_too() -> None:
     """"gold answer" is in no task input: the agent can do nothing with it."""
-    quote = find_quote("Make sure the reply does not contain the gold answer plus other text.",
+    quote = find_quote("Make sure the reply does not contain the gold answer plus extra text.",
                        _evidence())
     assert quote is not None and quote.kind == "feedback" and "gold answer" in quote.quoted
     assert find_quote("Do not add extra words to the answer.", _evidence()) is None

@@ -33,9 +33,10 @@ FEEDBACK_RUN = 7
 # Or: this share of a text's words lies in shorter shared runs (a paraphrase stitched together).
 COVERAGE_RUN = 4
 COVERAGE_SHARE = 0.5
-# Or: a run this long holds a word of the scorer's own (one in no task input and not in the
-# skill, such as "gold"): the agent cannot act on what only the scorer sees.
-SCORER_RUN = 4
+# Or: a run this long, with three content words, holds a word of the scorer's own (one in no
+# task input and not in the skill, such as "gold"): the agent cannot act on what only the
+# scorer sees.
+SCORER_RUN = 5
 # A gold answer counts as a specific fact when it has this many characters after normalisation
 # (or is a number of two digits or more) and is the answer of at most this share of the tasks
 # shown ("yes", "B" or "0" answer many tasks and name no instance).
@@ -151,12 +152,11 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    runs = {r for r in _runs(mine, SCORER_RUN + 1) - _runs(own, SCORER_RUN + 1)
-            if _content(r) >= 2}
+    runs = {r for r in _runs(mine, SCORER_RUN) - _runs(own, SCORER_RUN) if _content(r) >= 2}
     for seq in evidence.refused:
-        hits = _in_order(mine, runs & _runs(seq, SCORER_RUN + 1), SCORER_RUN + 1)
+        hits = _in_order(mine, runs & _runs(seq, SCORER_RUN), SCORER_RUN)
         if hits:
-            return Quote("refused", _longest(mine, hits[0], SCORER_RUN + 1, [seq]))
+            return Quote("refused", _longest(mine, hits[0], SCORER_RUN, [seq]))
     return None
 
 
@@ -212,7 +212,7 @@ def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quot
     scorer_runs: set[tuple[str, ...]] = set()
     for seq in evidence.feedback:
         scorer_runs |= {r for r in _runs(seq, SCORER_RUN)
-                        if _content(r) >= 2 and any(w not in seen and not w.isdigit() for w in r)}
+                        if _content(r) >= 3 and any(w not in seen and not w.isdigit() for w in r)}
     hits = _in_order(mine, scorer_runs - _runs(own, SCORER_RUN), SCORER_RUN)
     if hits:
         return Quote("feedback", _longest(mine, hits[0], SCORER_RUN, list(evidence.feedback)))
