@@ -50,6 +50,16 @@ GUIDANCE = ("\n<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDA
 # ----------------------------------------------------------------------------- slow update
 
 
+def test_slow_update_guidance_that_quotes_a_training_item_is_refused(toy_dir: Path) -> None:
+    out, _ = toy_run(toy_dir, [*ONE_STEP_EPOCHS, "optimizer.use_slow_update=true",
+                               "optimizer.slow_update_samples=12"], slow="leak")
+    updates = state_of(out)["epoch_updates"]
+    assert updates and all(u["slow_update"]["decision"] == "refused" for u in updates)
+    assert all("quotes the gold answer of training item" in u["slow_update"]["reason"]
+               for u in updates)
+    assert "The year asked about" not in (out / "best_skill.md").read_text()
+
+
 def test_slow_update_writes_one_gated_guidance_block(toy_dir: Path) -> None:
     out, summary = toy_run(toy_dir, [*ONE_STEP_EPOCHS, "optimizer.use_slow_update=true",
                                      "optimizer.slow_update_samples=12"])

@@ -82,7 +82,7 @@ optimizer = scripted_optimizer(_failures)
 # ``make_optimizer`` extends the toy optimizer to every call the epoch-level and alternative
 # update mechanisms make. Options choose its behaviour:
 #   slow:      "fix" writes the rule of a topic still failing in the pairs; "harm" writes the
-#              harmful line (validation must reject it)
+#              harmful line (validation must reject it); "leak" a gold answer it saw
 #   rate:      the number of edits the learning-rate call asks for, or "garbage"
 #   reminders: reminders every failure analyst adds (skill-aware reflection)
 #   rewrite:   "follow" carries out the suggestions; "drop_block", "truncated", "empty" break it
@@ -113,6 +113,10 @@ def make_optimizer(
         if kind == "slow_update":
             if slow == "harm":
                 return {"reasoning": "refuse", "guidance": f"- {HARMFUL}"}
+            if slow == "leak":  # a fact of one training item, not a procedure
+                year = re.search(r"year: (\d{4})", prompt)
+                return {"reasoning": "remember it",
+                        "guidance": f"- The year asked about is {year.group(1) if year else 1901}."}
             pairs = prompt.split("## Task pairs", 1)[1]
             skill = _skill_in(prompt)
             todo = [t for t in _failing_topics(pairs) if rule(t) not in skill]

@@ -44,7 +44,7 @@ from skillgrad.stages.candidate import (
     update_stage,
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
-from skillgrad.stages.hygiene import REFUSED, Evidence
+from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import rollout, score
@@ -213,7 +213,8 @@ class Trainer:
                 errors.append(error)
         decision, guidance = None, ""
         if o.use_slow_update:
-            decision, guidance = self._slow_update(previous, current, pairs, folder, errors)
+            decision, guidance = self._slow_update(previous, current, pairs, folder, errors,
+                                                   self._evidence([*before, *after]))
         update = EpochUpdate(
             epoch=epoch, previous_hash=prev_hash, current_hash=cur_hash,
             tasks=tuple(t.id for t in tasks), pairs=count(pairs),
@@ -229,7 +230,7 @@ class Trainer:
         return update
 
     def _slow_update(self, previous: str, current: str, pairs: list[Any], folder: WorkDir,
-                     errors: list[str]) -> tuple[GateDecision, str]:
+                     errors: list[str], shown: Evidence) -> tuple[GateDecision, str]:
         s = self._require_state()
         o = self.cfg.optimizer
         candidate, guidance, why = self._stage("slow_update", None, lambda: write_guidance(
@@ -241,7 +242,9 @@ class Trainer:
             errors.append(str(why))
             candidate = current
         folder.candidate(candidate)
-        decision = self._stage("gate", None, lambda: self._gate(candidate, None, None))
+        quote = find_quote(guidance, shown, current) if guidance else None
+        refusal = f"the guidance {quote.reason()}" if quote else None
+        decision = self._stage("gate", None, lambda: self._gate(candidate, refusal, None))
         folder.gate(decision)
         # Done between steps: the slow update counts as made after the last finished step.
         self._adopt(candidate, decision, s.global_step, RejectedStep(
