@@ -197,6 +197,10 @@ def test_an_edit_that_changes_nothing_gives_its_place_to_the_next(toy_dir: Path)
     report = json.loads((step / "apply_report.json").read_text())["outcomes"]
     assert [o["status"] for o in report] == ["skipped", "applied"]
     assert "no change" in report[0]["reason"]
+    # The analyst was first asked once more, told that its edit changes nothing.
+    calls = read_jsonl(step / "calls.jsonl")
+    assert any(len(c["request"]["messages"]) == 3 and "changes nothing in the skill"
+               in c["request"]["messages"][2]["content"] for c in calls)
     record = json.loads((step / "record.json").read_text())
     assert record["decision"] == "accept_new_best"
     assert toy.rule("year") in (out / "best_skill.md").read_text()

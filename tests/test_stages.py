@@ -30,7 +30,9 @@ def prompt(req: ChatRequest) -> str:
 
 
 def patch_reply(content: str) -> dict:
-    return {"reasoning": "r", "edits": [{"op": "append", "content": content, "support": 2}]}
+    """An analyst's reply with one edit that changes the skill (an idle one is asked again)."""
+    return {"reasoning": "r",
+            "edits": [{"op": "append", "content": f"Rule {content}.", "support": 2}]}
 
 
 def test_minibatches_are_a_seeded_shuffle() -> None:

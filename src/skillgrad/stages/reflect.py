@@ -39,6 +39,7 @@ from skillgrad.stages.replies import (
     suggestions_schema,
 )
 from skillgrad.stages.rewrite import ask_document, prompt_parts
+from skillgrad.stages.update import IDLE_REASONS, apply_edits
 
 Mode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
@@ -149,10 +150,11 @@ def analyse(
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
     items, refused = screen_items(_items(reply.value), evidence, skill)
-    if len(items) < len(_items(reply.value)):  # some were refused whole: ask once more
+    idle = _idle(items, skill)
+    if len(items) < len(_items(reply.value)) or idle:  # refused whole, or idle: ask once more
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
         again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
-                                 Message(role="user", content=_ask_again(refused))],
+                                 Message(role="user", content=_ask_again(refused, idle))],
                          shape, kind=name, max_tokens=settings.max_tokens,
                          temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
                          schema=schema)
@@ -181,14 +183,30 @@ def _items(value: Any) -> list[Edit | Suggestion]:
     return [e.to_edit() for e in value.edits]
 
 
-def _ask_again(refused: Sequence[Refused]) -> str:
-    listed = "\n".join(
-        f"- {(r.item.description if isinstance(r.item, Suggestion) else r.item.content)!r}: "
-        f"{r.reason.removeprefix(REFUSED + ': ')}" for r in refused)
-    return ("Some of those cannot go into the skill:\n" + listed + "\nA skill must work on tasks "
-            "it has never seen. Say in your own words what the agent should do, without the "
-            "facts of one task and without the wording of the Result lines. Reply again with "
-            "the whole JSON object.")
+def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, str]]:
+    """The edits that would change nothing (a line replaced by itself, content the skill
+    already holds), each with the reason ``apply_edits`` gives."""
+    out = []
+    for item in items:
+        if isinstance(item, Edit):
+            _, report = apply_edits(skill, [item])
+            reason = report.outcomes[0].reason or ""
+            if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
+                out.append((item, reason))
+    return out
+
+
+def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = ()) -> str:
+    def text(item: Edit | Suggestion) -> str:
+        return item.description if isinstance(item, Suggestion) else item.content
+
+    listed = [f"- {text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
+    listed += [f"- {e.content!r}: changes nothing in the skill ({why})" for e, why in idle]
+    return ("Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
+            "work on tasks it has never seen, and an edit must change what the agent does. Say "
+            "in your own words what the agent should do differently, without the facts of one "
+            "task and without the wording of the Result lines. Reply again with the whole JSON "
+            "object.")
 
 
 def propose_document(

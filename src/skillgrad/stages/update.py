@@ -32,7 +32,10 @@ from typing import Literal
 from skillgrad.records import ApplyReport, Edit, EditOutcome
 from skillgrad.skill import Block, neutralise_markers, protected_spans, remove_span
 
-__all__ = ["apply_edits"]
+__all__ = ["IDLE_REASONS", "apply_edits"]
+
+# How a skip begins when the edit would change nothing (as opposed to an anchor not found).
+IDLE_REASONS = ("no change", "duplicate content")
 
 _PUNCTUATION = frozenset("#*_`>-")
 _INLINE_MARKUP = "*_`"
