@@ -81,7 +81,7 @@ def test_the_rules_catch_an_upward_import(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stage", ["rollout", "reflect", "aggregate", "select", "schedule",
                                    "update", "gate", "slow_update", "meta_skill", "rewrite",
-                                   "appendix", "candidate"])
+                                   "appendix", "candidate", "hygiene"])
 def test_every_stage_has_its_module_and_is_named_in_the_architecture(stage: str) -> None:
     assert (PACKAGE / "stages" / f"{stage}.py").is_file()
     text = (PACKAGE.parents[1] / "ARCHITECTURE.md").read_text(encoding="utf-8")
