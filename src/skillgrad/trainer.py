@@ -323,8 +323,8 @@ class Trainer:
             global_step=record.global_step, edits=proposal.kept, delta=decision.delta,
             reminders=proposal.reminders, note=note))
         # Refused before rollout, whatever the gate said of the rest: later calls see why.
-        s.rejected += [RejectedStep(global_step=record.global_step, edits=(item,), note=why)
-                       for item, why in proposal.refused]
+        s.rejected += [RejectedStep(global_step=record.global_step, edits=(r.item,), note=r.reason)
+                       for r in proposal.refused]
         s.history.append(record)
         s.wall_seconds += record.seconds
         self.run.event("gate", global_step=record.global_step, decision=decision)

@@ -34,6 +34,7 @@ from skillgrad.records import (
     EditOutcome,
     EvalScore,
     Patch,
+    Refused,
     Selection,
     Suggestion,
 )
@@ -95,7 +96,7 @@ class Proposal:
     candidate: str
     refusal: str | None = None
     items: tuple[Edit | Suggestion, ...] = ()
-    refused: tuple[tuple[Edit | Suggestion, str], ...] = ()
+    refused: tuple[Refused, ...] = ()
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -181,24 +182,16 @@ def aggregate_stage(
             refusal = refusal or (quote.reason() if quote else None)
             documents.append(Document(p.minibatch, text, refusal))
         return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
-    first = tuple((r.item, r.reason) for p in patches for r in p.refused)
+    first = [r for p in patches for r in p.refused]  # what the analysts were refused
     if settings.mode == "rewrite_from_suggestions":
-        items, refused = _clean(fold_suggestions(patches), evidence, skill)
-        return Proposal(candidate=skill, items=items, refused=first + refused,
+        items, refused = screen_items(fold_suggestions(patches), evidence, skill)
+        return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge)
-    items, refused = _clean(agg.merged.edits, evidence, skill)
-    return Proposal(candidate=skill, items=items, refused=first + refused,
+    items, refused = screen_items(agg.merged.edits, evidence, skill)
+    return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                     n_proposed=sum(len(p.edits) for p in patches),
                     artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
-
-
-def _clean(
-    items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str
-) -> tuple[tuple[Any, ...], tuple[tuple[Edit | Suggestion, str], ...]]:
-    """(the items hygiene lets through, trimmed; the refused text with its reasons)."""
-    kept, refused = screen_items(items, evidence, skill)
-    return tuple(kept), tuple((r.item, r.reason) for r in refused)
 
 
 # ----------------------------------------------------------------------------- select
@@ -265,8 +258,8 @@ def _apply_selected(proposal: Proposal, skill: str, threshold: float) -> tuple[s
     kept = [e for e in proposal.kept if isinstance(e, Edit)]
     spare = [e for e in (proposal.selection.ranked if proposal.selection else ())
              if isinstance(e, Edit) and e not in kept]
-    outcomes = [EditOutcome(index=i, edit=e, status="refused", reason=why)
-                for i, (e, why) in enumerate(proposal.refused) if isinstance(e, Edit)]
+    outcomes = [EditOutcome(index=i, edit=r.item, status="refused", reason=r.reason)
+                for i, r in enumerate(proposal.refused) if isinstance(r.item, Edit)]
     wanted, landed = len(kept), 0
     queue = kept + spare
     while queue and landed < wanted:

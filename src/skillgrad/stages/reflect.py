@@ -149,9 +149,10 @@ def analyse(
                      temperature=settings.temperature, schema=schema)
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
-    items, refused = screen_items(_items(reply.value), evidence, skill)
+    proposed = _items(reply.value)
+    items, refused = screen_items(proposed, evidence, skill)
     idle = _idle(items, skill)
-    if len(items) < len(_items(reply.value)) or idle:  # refused whole, or idle: ask once more
+    if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
         again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
                                  Message(role="user", content=_ask_again(refused, idle))],
