@@ -18,6 +18,8 @@ ANALYST = {"skill", "meta", "rejected", "count", "trajectories", "max_edits", "c
 EXPECTED = {
     "analyst_failure": ANALYST | {"breakdown"},
     "analyst_success": ANALYST,
+    "analyst_rules": {"skill", "meta", "rejected", "count", "contrast", "max_edits",
+                      "constraints"},
     "suggest_failure": ANALYST | {"breakdown"},
     "suggest_success": ANALYST,
     "merge": {"kind", "skill", "meta", "proposals", "max_edits"},

@@ -173,3 +173,29 @@ def _rewrite(prompt: str, mode: str, completion: Any) -> Any:
         blocks = re.findall(r"<!-- \w+_START -->.*?<!-- \w+_END -->", prompt, flags=re.DOTALL)
         doc = "\n\n".join([doc, *blocks[1:]])
     return {"document": doc}
+
+
+# ----------------------------------------------------------------------------- proposals
+POLITE = "Greet the user before you answer."
+
+
+def make_sampled_optimizer(helpful: bool = True, base_dir: Any = None) -> Any:
+    """The toy optimizer with ``proposal_form: rules``, whose rule depends on the temperature
+    it is sampled at: greedy, a rule that changes nothing the scorer sees; at 0.7, the harmful
+    line; hotter, the rule for the most common failing topic (``helpful``) or another no-op."""
+
+    def reply(request: ChatRequest) -> Any:
+        if request.kind != "analyst_rules":
+            return optimizer(request)
+        t = request.temperature or 0.0
+        failing = Counter(re.findall(r"What is the (\w+) of", request.messages[0].text()))
+        topic = sorted(failing.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        if t < 0.5:
+            rules = [POLITE]
+        elif t < 0.8:
+            rules = [HARMFUL]
+        else:
+            rules = [rule(topic) if helpful else "Answer in a calm tone."]
+        return {"difference": "the answers carry extra words", "rules": rules}
+
+    return reply

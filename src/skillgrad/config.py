@@ -58,6 +58,13 @@ class GradientSection(Section):
     max_edits_per_call: int | None = Field(
         None, ge=1, description="most edits one analyst or merge call may propose (default: "
         "twice optimizer.learning_rate, at least 2)")
+    proposals: int = Field(
+        1, ge=1, le=8, description="candidates made per step, each from its own sampled "
+        "reflection; with more than one, each is rolled out on the step's training tasks and "
+        "the best that beats the current skill there goes to the gate")
+    proposal_form: Literal["edits", "rules"] = Field(
+        "edits", description="what failure analysts write: edits with anchors, or plain rules "
+        "from each failed reply set beside its expected answer, appended as bullets")
 
 
 class OptimizerSection(Section):
@@ -187,6 +194,16 @@ class SkillgradConfig(Section):
     evaluation: EvaluationSection = EvaluationSection()
     env: EnvSection = EnvSection()
     execution: ExecutionSection = ExecutionSection()
+
+    @model_validator(mode="after")
+    def _rules_are_edits(self) -> SkillgradConfig:
+        o = self.optimizer
+        if self.gradient.proposal_form == "rules" and (
+                o.skill_update_mode != "patch" or o.use_skill_aware_reflection):
+            raise ValueError("gradient.proposal_form: rules writes edits: it needs "
+                             "optimizer.skill_update_mode: patch without "
+                             "use_skill_aware_reflection")
+        return self
 
 
 # Keys that may change between a run and its resumption without changing its result.

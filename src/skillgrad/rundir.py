@@ -98,6 +98,7 @@ class WorkDir:
         "rewrite": "rewrite.json",
         "rewrites": "rewrites.json",
         "appendix": "appendix.json",
+        "screen": "screen.json",
     }
 
     def __init__(self, path: Path) -> None:

@@ -58,12 +58,23 @@ def rejected(cfg: SkillgradConfig, context: OptimizerContext) -> Sequence[Reject
     return context.rejected if cfg.optimizer.use_rejected_buffer else []
 
 
-def reflect_settings(cfg: SkillgradConfig, skill: str, context: OptimizerContext) -> ReflectSettings:
+def sample_temperature(cfg: SkillgradConfig, sample: int) -> float:
+    """The analysts' temperature for proposal ``sample`` of a step: the configured one for the
+    first; for each other, 0.2 hotter than the one before, from at least 0.7, so that a model
+    with a fixed sampling seed (the embedded one) still writes a different reply each time."""
+    base = cfg.optimizer.temperature
+    return base if sample == 0 else round(max(base, 0.5) + 0.2 * sample, 3)
+
+
+def reflect_settings(cfg: SkillgradConfig, skill: str, context: OptimizerContext,
+                     sample: int = 0) -> ReflectSettings:
+    """The reflect settings of proposal ``sample`` of a step (``gradient.proposals``)."""
     g, o = cfg.gradient, cfg.optimizer
     return ReflectSettings(
         minibatch_size=g.minibatch_size, workers=g.analyst_workers,
         failure_only=g.failure_only, max_trajectory_chars=g.max_trajectory_chars,
-        max_edits=max_edits_per_call(cfg), **sampling(cfg),
+        max_edits=max_edits_per_call(cfg), max_tokens=o.max_tokens,
+        temperature=sample_temperature(cfg, sample), form=g.proposal_form,
         mode=o.skill_update_mode, skill_aware=o.use_skill_aware_reflection,
         reminders_from=o.skill_aware_appendix_source, meta=meta_text(cfg, context),
         constraints=size_note(skill, o.max_skill_tokens),

@@ -48,6 +48,7 @@ from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import rollout, score
+from skillgrad.stages.screen import screen
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
     TrainerState,
@@ -133,34 +134,44 @@ class Trainer:
         self._open_scope(folder)
         self.run.event("step_start", epoch=s.epoch, step=s.step, global_step=s.global_step)
         skill = self.run.load_skill(s.current_hash)
-        reflecting = settings.reflect_settings(self.cfg, skill, self._context())
-        results: list[RolloutResult] = []
+        outs: list[list[RolloutResult]] = []
         patches: list[Patch] = []
         for j in range(self.cfg.train.accumulation):
             batch, rng = self._batch(j)
-            out = self._stage("rollout", len(batch), self._rollout, batch, skill)
-            patches += self._stage("reflect", None, reflect, out, skill,
-                                   self._optimizer("reflect"), reflecting, rng, self._rejected(),
-                                   self._evidence(out))
-            results += out
+            outs.append(self._stage("rollout", len(batch), self._rollout, batch, skill))
+            patches += self._reflect(outs[-1], skill, rng, 0)
+        results = [r for out in outs for r in out]
         folder.rollouts(results)
-        folder.patches(patches)
 
         budget = settings.step_budget(self.cfg, s.global_step, s.total_steps)
-        making = settings.candidate_settings(self.cfg, skill, self._context())
-        shown = self._evidence(results)  # what no edit may quote
-        merged = self._stage("aggregate", None, lambda: aggregate_stage(
-            skill, patches, self._optimizer("aggregate"), making, shown))
-        chosen = self._stage("select", None, lambda: select_stage(
-            merged, budget, skill, self._optimizer("select"), making,
-            lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
-        proposal = self._stage("update", None, lambda: update_stage(
-            chosen, skill, patches, self._optimizer, making, shown))
+        made = [(patches, self._propose(skill, patches, budget, results))]
+        for k in range(1, self.cfg.gradient.proposals):  # sampled again: more candidates
+            more = [p for j, out in enumerate(outs) for p in self._reflect(
+                out, skill, self._batch(j)[1], k)]
+            made.append((more, self._propose(skill, more, budget, results)))
+        screened_out = None
+        if len(made) > 1:
+            tasks = [t for j in range(self.cfg.train.accumulation) for t in self._batch(j)[0]]
+            screening = self._stage("screen", None, lambda: screen(
+                [m[1] for m in made], skill, results, tasks,
+                lambda doc, ts: rollout(self.env, ts, doc, self._target("screen"),
+                                        workers=self.cfg.execution.rollout_workers),
+                lambda rs: self.gate_rule.value(score(rs, "screen", ""))))
+            folder.artifact("screen", screening)
+            if screening.chosen is None:
+                screened_out = screening.reason
+            else:
+                patches, _ = made[screening.chosen]
+            proposal = made[screening.chosen or 0][1]
+        else:
+            proposal = made[0][1]
+        folder.patches(patches)
         for kind, data in proposal.artifacts:
             folder.artifact(kind, data)
         folder.candidate(proposal.candidate)
         decision = self._stage("gate", None, lambda: self._gate(
-            proposal.candidate, proposal.refusal, proposal.score, proposal.unchanged_reason()))
+            proposal.candidate, proposal.refusal, proposal.score, proposal.unchanged_reason(),
+            screened_out))
         folder.gate(decision)
 
         record = self._record(results, patches, proposal, decision, budget,
@@ -259,6 +270,28 @@ class Trainer:
         s.epoch_update_done = epoch
 
     # ------------------------------------------------------------------ stages
+    def _reflect(self, out: list[RolloutResult], skill: str, rng: Any,
+                 sample: int) -> list[Patch]:
+        """Proposal ``sample``'s reflection on one accumulated batch."""
+        reflecting = settings.reflect_settings(self.cfg, skill, self._context(), sample)
+        return self._stage("reflect", None, reflect, out, skill, self._optimizer("reflect"),
+                           reflecting, rng, self._rejected(), self._evidence(out),
+                           self._train_by_id)
+
+    def _propose(self, skill: str, patches: list[Patch], budget: int,
+                 results: list[RolloutResult]) -> Proposal:
+        """Aggregate, select and update: the candidate the patches make (``results``: the
+        step's rollouts, whose tasks no edit may quote)."""
+        making = settings.candidate_settings(self.cfg, skill, self._context())
+        shown = self._evidence(results)
+        merged = self._stage("aggregate", None, lambda: aggregate_stage(
+            skill, patches, self._optimizer("aggregate"), making, shown))
+        chosen = self._stage("select", None, lambda: select_stage(
+            merged, budget, skill, self._optimizer("select"), making,
+            lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
+        return self._stage("update", None, lambda: update_stage(
+            chosen, skill, patches, self._optimizer, making, shown))
+
     def _rollout(self, tasks: Sequence[Task], skill: str) -> list[RolloutResult]:
         return rollout(self.env, tasks, skill, self._target("rollout"),
                        workers=self.cfg.execution.rollout_workers,
@@ -274,11 +307,14 @@ class Trainer:
         return batch, rng
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
-              unchanged: str = "no change could be applied") -> GateDecision:
+              unchanged: str = "no change could be applied",
+              screened_out: str | None = None) -> GateDecision:
         s = self._require_state()
         rule = self.gate_rule
         common: dict[str, Any] = {"metric": rule.metric, "gated": rule.use_gate,
                                   "rule": rule.describe()}
+        if screened_out is not None:
+            return GateDecision(decision="skip", reason=screened_out, **common)
         refusal = refusal or size_refusal(candidate, self.cfg.optimizer.max_skill_tokens)
         if refusal is not None:
             return GateDecision(decision="refused", reason=refusal, **common)

@@ -15,7 +15,8 @@ EXECUTION_LAPSE a short reminder for the protected appendix.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,22 +27,38 @@ from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.parallel import fan_out
-from skillgrad.records import Edit, Patch, Refused, RejectedStep, RolloutResult, Suggestion
+from skillgrad.records import (
+    Edit,
+    Patch,
+    Refused,
+    RejectedStep,
+    RolloutResult,
+    Suggestion,
+    Task,
+)
 from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, screen_items
-from skillgrad.stages.render import render_breakdown, render_rejected, render_trajectories
+from skillgrad.stages.render import (
+    render_breakdown,
+    render_contrast,
+    render_rejected,
+    render_trajectories,
+)
 from skillgrad.stages.replies import (
     AWARE_REPLY,
     AwarePatchReply,
     AwareSuggestionsReply,
     PatchReply,
+    RulesReply,
     SuggestionsReply,
     patch_schema,
+    rules_schema,
     suggestions_schema,
 )
 from skillgrad.stages.rewrite import ask_document, prompt_parts
 from skillgrad.stages.update import IDLE_REASONS, apply_edits
 
 Mode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
+Form = Literal["edits", "rules"]
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
 
 
@@ -49,7 +66,8 @@ RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at le
 class ReflectSettings:
     """``meta``: the optimizer's notes (rendered, or ""); ``constraints``: extra rules for the
     analysts, one "- ..." line each (the size cap); ``skill_aware`` and ``reminders_from``:
-    skill-aware reflection and which analysts may write reminders."""
+    skill-aware reflection and which analysts may write reminders; ``form``: what failure
+    analysts write (``rules``: plain rules, appended as bullets)."""
 
     minibatch_size: int = 8
     workers: int = 4
@@ -59,6 +77,7 @@ class ReflectSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     mode: Mode = "patch"
+    form: Form = "edits"
     skill_aware: bool = False
     reminders_from: Literal["both", "failure_only"] = "both"
     meta: str = ""
@@ -82,8 +101,10 @@ def reflect(
     rng: random.Random,
     rejected: Sequence[RejectedStep] = (),
     evidence: Evidence = NO_EVIDENCE,
+    tasks: Mapping[str, Task] | None = None,
 ) -> list[Patch]:
     """One patch per analyst call, in a deterministic order (minibatch, then failure/success).
+    ``tasks`` by id supply the expected answers that ``form: rules`` shows.
 
     In ``full_rewrite_minibatch`` mode there is one call per minibatch, over all its tasks,
     and each patch carries a whole document (or the reason there is none)."""
@@ -104,7 +125,8 @@ def reflect(
         index, kind, batch = job
         if kind == "merged":
             return propose_document(batch, skill, model, settings, rejected_text, index)
-        return analyse(kind, batch, skill, model, settings, rejected_text, index, evidence)
+        return analyse(kind, batch, skill, model, settings, rejected_text, index, evidence,
+                       tasks or {})
 
     return fan_out(run, jobs, settings.workers, "reflect")
 
@@ -118,39 +140,43 @@ def analyse(
     rejected_text: str,
     index: int,
     evidence: Evidence = NO_EVIDENCE,
+    tasks: Mapping[str, Task] | None = None,
 ) -> Patch:
     """One analyst call. When hygiene refuses some of its proposals (they quote a task or the
     scorer: ``evidence``), the analyst is asked once more, told which and why; the refused
     ones are kept in the patch for the apply report."""
     aware = settings.skill_aware and (kind == "failure" or settings.reminders_from == "both")
     suggest = settings.mode == "rewrite_from_suggestions"
-    name = f"suggest_{kind}" if suggest else f"analyst_{kind}"
-    prompt = prompts.render(
-        name,
-        skill=skill,
-        meta=settings.meta,
-        rejected=rejected_text,
-        count=str(len(batch)),
-        trajectories=render_trajectories(batch, settings.max_trajectory_chars),
-        max_edits=str(settings.max_edits),
-        constraints=settings.constraints,
-        aware=prompts.render(f"skill_aware_{kind}") if aware else "",
-        aware_reply=AWARE_REPLY if aware else "",
-        **({"breakdown": render_breakdown(batch)} if kind == "failure" else {}),
-    )
-    messages = [Message(role="user", content=prompt)]
-    if suggest:
-        shape: type[BaseModel] = AwareSuggestionsReply if aware else SuggestionsReply
-        schema = suggestions_schema(settings.max_edits, shape)
+    rules = settings.form == "rules" and kind == "failure" and not suggest and not aware
+    name = f"suggest_{kind}" if suggest else "analyst_rules" if rules else f"analyst_{kind}"
+    shape: type[BaseModel]
+    if rules:
+        prompt = prompts.render(
+            name, skill=skill, meta=settings.meta, rejected=rejected_text, count=str(len(batch)),
+            contrast=render_contrast(batch, tasks or {}, settings.max_trajectory_chars),
+            max_edits=str(settings.max_edits), constraints=settings.constraints)
+        shape, schema = RulesReply, rules_schema(settings.max_edits)
     else:
-        shape = AwarePatchReply if aware else PatchReply
-        schema = patch_schema(skill, settings.max_edits, shape)
+        prompt = prompts.render(
+            name, skill=skill, meta=settings.meta, rejected=rejected_text, count=str(len(batch)),
+            trajectories=render_trajectories(batch, settings.max_trajectory_chars),
+            max_edits=str(settings.max_edits), constraints=settings.constraints,
+            aware=prompts.render(f"skill_aware_{kind}") if aware else "",
+            aware_reply=AWARE_REPLY if aware else "",
+            **({"breakdown": render_breakdown(batch)} if kind == "failure" else {}))
+        if suggest:
+            shape = AwareSuggestionsReply if aware else SuggestionsReply
+            schema = suggestions_schema(settings.max_edits, shape)
+        else:
+            shape = AwarePatchReply if aware else PatchReply
+            schema = patch_schema(skill, settings.max_edits, shape)
+    messages = [Message(role="user", content=prompt)]
     reply = ask_json(model, messages, shape, kind=name, max_tokens=settings.max_tokens,
                      temperature=settings.temperature, schema=schema)
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
-    proposed = _items(reply.value)
-    items, refused = screen_items(proposed, evidence, skill)
+    proposed = _items(reply.value, len(batch))
+    items, refused = _screened(proposed, evidence, skill, rules)
     idle = _idle(items, skill)
     if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
@@ -161,7 +187,7 @@ def analyse(
                          schema=schema)
         if again.value is not None:
             reply = again
-            items, later = screen_items(_items(reply.value), evidence, skill)
+            items, later = _screened(_items(reply.value, len(batch)), evidence, skill, rules)
             refused += later
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
@@ -177,8 +203,27 @@ def analyse(
                  edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused))
 
 
-def _items(value: Any) -> list[Edit | Suggestion]:
-    """The edits or suggestions of an analyst's reply, as records."""
+UNSEEN = re.compile(r"\bexpected answers?\b", re.I)  # the rules prompt's device
+
+
+def _screened(items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str,
+              rules: bool) -> tuple[list[Edit | Suggestion], list[Refused]]:
+    """Hygiene's screen; a plain rule is also refused when it speaks of the expected answer,
+    which the rules prompt shows the analyst and the agent never sees."""
+    kept, refused = screen_items(items, evidence, skill)
+    if not rules:
+        return kept, refused
+    seen = [i for i in kept if not (isinstance(i, Edit) and UNSEEN.search(i.content))]
+    refused += [Refused(item=i, reason=f"{REFUSED}: it speaks of the expected answer, which "
+                        "the agent never sees") for i in kept if i not in seen]
+    return seen, refused
+
+
+def _items(value: Any, count: int) -> list[Edit | Suggestion]:
+    """The edits or suggestions of an analyst's reply, as records (a plain rule is taken to
+    address all ``count`` tasks of its call)."""
+    if isinstance(value, RulesReply):
+        return list(value.to_edits(count))
     if hasattr(value, "suggestions"):
         return [Suggestion(**s.model_dump()) for s in value.suggestions]
     return [e.to_edit() for e in value.edits]

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from skillgrad.records import Edit, RejectedStep, RolloutResult, Suggestion
+from skillgrad.records import Edit, RejectedStep, RolloutResult, Suggestion, Task
 
 
 def render_trajectories(batch: Sequence[RolloutResult], max_chars: int) -> str:
@@ -33,6 +34,121 @@ def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str
         f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
         f"\n{body}\nResult: {verdict}\n"
     )
+
+
+def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
+                    max_chars: int) -> str:
+    """Failed tasks as ``proposal_form: rules`` shows them: the end of the task, the tools the
+    agent called, its final reply (and the answer read from it), the expected answer (from the task's reference) and how
+    the two relate (:func:`compare_reply`, counted over the batch first), without the
+    scorer's wording, so that what differs is seen rather than read."""
+    parts, relations = [], []
+    for n, r in enumerate(batch, 1):
+        shown = [m.text() for m in r.messages if m.role == "user"]
+        lines = [f"### Task {n}", clip_head(shown[0] if shown else "", max_chars // 6)]
+        calls = [str(c) for m in r.messages if m.role == "assistant" for c in m.tool_calls or ()]
+        if calls:
+            lines.append(f"The agent called {len(calls)} tools: "
+                         + clip_middle("; ".join(calls), max_chars // 4))
+        task = tasks.get(r.task_id)
+        reference = task.reference if task is not None else None
+        expected = render_expected(reference) or "(not given)"
+        final = next((m.text() for m in reversed(r.messages)
+                      if m.role == "assistant" and m.text().strip()), "")
+        if final.strip() and final.strip() != r.answer.strip():  # the work, then what was read
+            lines.append(f"Its reply: {clip_middle(final.strip(), max_chars // 2)}")
+            lines.append(f"Its answer, as read from the reply: {clip_middle(r.answer, 300)}")
+        else:
+            lines.append(f"Its reply: {clip_middle(r.answer or '(none)', 300)}")
+        lines.append(f"Expected: {clip_middle(expected, 300)}")
+        kind, relation = compare_reply(r.answer, _alternatives(reference))
+        if kind:
+            lines.append(f"So: its reply {relation}.")
+            relations.append(kind)
+        parts.append("\n".join(lines) + "\n")
+    kinds = Counter(relations).most_common(3)
+    head = "".join(f"- {n} of {len(batch)} replies {kind}\n" for kind, n in kinds)
+    return (head + "\n" if head else "") + "\n".join(parts)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _inside(part: list[str], whole: list[str]) -> bool:
+    return any(whole[i:i + len(part)] == part for i in range(len(whole) - len(part) + 1))
+
+
+def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
+    """How a reply relates to the answers expected of it, from the text alone: (the kind, as
+    "replies <kind>" reads, and the sentence for this reply); ("", "") when nothing is
+    expected. It holds one plus more words, is part of one, matches one but for case and
+    punctuation, or shares some or none of their words."""
+    got = _words(reply)
+    wanted = [w for w in (_words(e) for e in expected) if w]
+    if not wanted:
+        return "", ""
+    if not got:
+        return "are empty", "is empty"
+    if got in wanted:
+        return ("match an expected answer except for case or punctuation",
+                "matches an expected answer except for case or punctuation")
+    holds = [w for w in wanted if _inside(w, got)]
+    if holds:
+        extra = len(got) - max(len(w) for w in holds)
+        return ("contain an expected answer plus more words",
+                f"contains an expected answer plus {extra} more word{'s' * (extra != 1)}")
+    within = [w for w in wanted if _inside(got, w)]
+    if within:
+        short = min(len(w) for w in within) - len(got)
+        return ("are part of an expected answer, but shorter",
+                f"is part of an expected answer, {_count(short)} short")
+    shared = max(len(set(got) & set(w)) for w in wanted)
+    if shared == 0:
+        return "share no word with any expected answer", "shares no word with any expected answer"
+    return ("share some words with an expected answer but differ",
+            f"shares {_count(shared)} with an expected answer but differs")
+
+
+def _count(n: int) -> str:
+    return "1 word" if n == 1 else f"{n} words"
+
+
+def render_expected(reference: Any) -> str:
+    """A task's reference as text: alternatives joined by "or", keyed values as key: value
+    (a single key's value alone)."""
+    if reference is None or isinstance(reference, bool):
+        return ""
+    if isinstance(reference, Mapping) and len(reference) == 1:
+        return render_expected(next(iter(reference.values())))
+    if isinstance(reference, Mapping):
+        return "; ".join(f"{k}: {render_expected(v)}" for k, v in reference.items())
+    if isinstance(reference, (list, tuple, set)):
+        return " or ".join(repr(v) if isinstance(v, str) else render_expected(v)
+                           for v in reference)
+    return str(reference)
+
+
+def _alternatives(reference: Any) -> list[str]:
+    """The answers a reference accepts, when it is one or a list of them ([] otherwise)."""
+    if isinstance(reference, Mapping) and len(reference) == 1:
+        return _alternatives(next(iter(reference.values())))
+    if isinstance(reference, (str, int, float)) and not isinstance(reference, bool):
+        return [str(reference)]
+    if isinstance(reference, (list, tuple)) and all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in reference):
+        return [str(v) for v in reference]
+    return []
+
+
+def clip_head(text: str, max_chars: int) -> str:
+    """The end of a long text (where a task's question usually is), and how much was cut."""
+    if len(text) <= max_chars:
+        return text
+    return f"[... {len(text) - max_chars} characters cut ...] {text[-max_chars:]}"
 
 
 def clip_middle(text: str, max_chars: int) -> str:

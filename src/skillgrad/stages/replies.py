@@ -59,6 +59,35 @@ class PatchReply(BaseModel):
     edits: list[EditReply] = []
 
 
+class RulesReply(BaseModel):
+    """``proposal_form: rules``: how the failed replies differ from the expected answers, and
+    plain rules that would close the gap. Each rule becomes an appended bullet."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    difference: str = ""
+    rules: list[str] = []
+
+    @property
+    def reasoning(self) -> str:
+        return self.difference
+
+    def to_edits(self, support: int) -> list[Edit]:
+        return [rule_edit(r, support, self.difference) for r in self.rules if r.strip()]
+
+
+def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
+    """A plain rule as the edit it deterministically becomes: one bullet at the skill's end."""
+    text = " ".join(rule.split()).removeprefix("- ").strip()
+    return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
+
+
+def rules_schema(max_rules: int) -> dict[str, Any]:
+    schema = strict_schema(RulesReply.model_json_schema())
+    schema["properties"]["rules"]["maxItems"] = max_rules
+    return schema
+
+
 class AwareReply(BaseModel):
     """What skill-aware reflection adds to an analyst's reply."""
 

@@ -59,7 +59,7 @@ def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatReques
     """An optimizer reply function, routed on ``request.kind``.
 
     ``analyse_failures(skill, failed_tasks, prompt)`` answers the failure analysts (as edits,
-    or as suggestions when those are asked for) and the whole-document rewrite of a minibatch;
+    or as suggestions or plain rules when those are asked for) and the whole-document rewrite of a minibatch;
     success analysts propose nothing; merges fold duplicates; ranks keep the given order; the
     learning rate applies every edit that fits; the epoch-level calls restate the skill's
     rules, count the decisions and keep the first reminders; rewrites append the proposed
@@ -119,6 +119,12 @@ def _failure_suggestions(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]
         for e in out["edits"] if e["op"] == "append"]}
 
 
+def _failure_rules(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
+    out = _failure_edits(call, analyse)
+    return {"difference": out["reasoning"],
+            "rules": [e["content"] for e in out["edits"] if e["op"] == "append"]}
+
+
 def _no_edits(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
     return {"reasoning": "the skill already covers what worked", "edits": []}
 
@@ -176,6 +182,7 @@ def _rewritten(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
 
 _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "analyst_failure": _failure_edits,
+    "analyst_rules": _failure_rules,
     "suggest_failure": _failure_suggestions,
     "analyst_success": _no_edits,
     "suggest_success": _no_suggestions,

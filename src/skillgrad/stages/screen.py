@@ -1,0 +1,77 @@
+"""Screen: with ``gradient.proposals`` above one, a step makes several candidates, each from its
+own sampled reflection, and keeps the one that does best on the step's own training tasks.
+
+The current skill's scores on those tasks are known (the step's rollouts), so each candidate
+costs one rollout per task. A candidate goes on to the gate only if it beats the current skill
+there; the gate then judges it on the selection split, which played no part in the choice, so
+choosing among several does not bias the gate's estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillgrad.records import RolloutResult, Suggestion, Task
+from skillgrad.skill import skill_hash
+from skillgrad.stages.candidate import Proposal
+
+
+@dataclass(frozen=True)
+class Screening:
+    """``chosen``: the index of the proposal that goes to the gate (None: none does, and
+    ``reason`` says why); ``rows``: one per proposal, for the step folder."""
+
+    chosen: int | None
+    reason: str
+    current: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def screen(
+    proposals: Sequence[Proposal],
+    skill: str,
+    baseline: Sequence[RolloutResult],
+    tasks: Sequence[Task],
+    run: Callable[[str, Sequence[Task]], list[RolloutResult]],
+    value: Callable[[Sequence[RolloutResult]], float],
+) -> Screening:
+    """Roll out each distinct, changed, unrefused candidate on ``tasks`` and choose the best
+    that beats ``baseline`` (the current skill on the same tasks); ties go to the earlier."""
+    current = value(baseline)
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    best: tuple[float, int] | None = None
+    for i, p in enumerate(proposals):
+        digest = skill_hash(p.candidate)
+        row: dict[str, Any] = {"proposal": i, "candidate_hash": digest,
+                               "edits": [e.description if isinstance(e, Suggestion) else e.content
+                                         for e in p.kept]}
+        if p.refusal is not None:
+            row.update(status="refused", reason=p.refusal)
+        elif p.candidate == skill:
+            row.update(status="unchanged", reason=p.unchanged_reason())
+        elif digest in seen:
+            row.update(status="duplicate", reason=f"the same skill as proposal {seen[digest]}")
+        else:
+            seen[digest] = i
+            results = run(p.candidate, tasks)
+            score = value(results)
+            row.update(status="scored", score=round(score, 6),
+                       per_task={r.task_id: [r.hard, r.soft] for r in results})
+            if score > current and (best is None or score > best[0]):
+                best = (score, i)
+        rows.append(row)
+    scored = [r for r in rows if r["status"] == "scored"]
+    if best is not None:
+        reason = (f"proposal {best[1]} of {len(proposals)} scores {best[0]:.3f} on the step's "
+                  f"{len(tasks)} training tasks, the current skill {current:.3f}")
+        return Screening(best[1], reason, current, rows)
+    if not scored:
+        reason = f"none of the {len(proposals)} proposals changed the skill"
+    else:
+        top = max(r["score"] for r in scored)
+        reason = (f"no proposal beat the current skill on the step's {len(tasks)} training "
+                  f"tasks (best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)")
+    return Screening(None, reason, current, rows)

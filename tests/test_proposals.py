@@ -1,0 +1,201 @@
+"""Several sampled proposals per step, screened on the step's training tasks, and failure
+analysts that write plain rules from each reply set beside its expected answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import toy
+from conftest import toy_config
+
+from skillgrad.build import build_trainer
+from skillgrad.config import load_config
+from skillgrad.errors import ConfigError
+from skillgrad.records import Message, RolloutResult, Task
+from skillgrad.settings import sample_temperature
+from skillgrad.stages.render import compare_reply, render_contrast, render_expected
+from skillgrad.stages.replies import rule_edit
+
+
+def _sampled(folder: Path, helpful: bool = True, proposals: int = 3) -> Path:
+    return toy_config(
+        folder,
+        model={"target": {"backend": "scripted", "function": "toy:target"},
+               "optimizer": {"backend": "scripted", "function": "toy:make_sampled_optimizer",
+                             "function_args": {"helpful": helpful}}},
+        train={"num_epochs": 1, "steps_per_epoch": 1},
+        gradient={"minibatch_size": 100, "failure_only": True, "proposals": proposals,
+                  "proposal_form": "rules"})
+
+
+def _train(cfg: Path, out: Path) -> Any:
+    trainer = build_trainer(load_config(cfg), out)
+    trainer.fit()
+    return trainer
+
+
+def _calls(step: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (step / "calls.jsonl").read_text().splitlines()]
+
+
+def test_screening_keeps_the_proposal_that_helps_the_training_batch(toy_dir: Path) -> None:
+    _train(_sampled(toy_dir), toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    screening = json.loads((step / "screen.json").read_text())
+    rows = screening["rows"]
+    assert [r["status"] for r in rows] == ["scored", "scored", "scored"]
+    current = screening["current"]
+    assert rows[0]["score"] == pytest.approx(current)  # the greeting changes nothing scored
+    assert rows[1]["score"] < current             # the harmful line breaks every answer
+    assert rows[2]["score"] > current             # the topic rule fixes its failures
+    assert screening["chosen"] == 2
+    assert json.loads((step / "gate.json").read_text())["decision"] == "accept_new_best"
+    best = (toy_dir / "run" / "best_skill.md").read_text()
+    assert f"- {toy.rule('year')}" in best and toy.HARMFUL not in best and toy.POLITE not in best
+    # Three sampled analysts, each hotter; each candidate rolled out once on the batch.
+    temps = [c["request"]["temperature"] for c in _calls(step)
+             if c["request"]["kind"] == "analyst_rules"]
+    assert temps == sorted(set(temps)) and len(temps) == 3
+    rolled = [c for c in _calls(step) if c["stage"] == "screen"]
+    batch = [c for c in _calls(step) if c["stage"] == "rollout"]
+    assert len(rolled) == 3 * len(batch)
+
+
+def test_a_step_whose_proposals_all_fail_the_batch_is_skipped_without_validation(
+        toy_dir: Path) -> None:
+    trainer = _train(_sampled(toy_dir, helpful=False), toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    gate = json.loads((step / "gate.json").read_text())
+    assert gate["decision"] == "skip"
+    assert gate["reason"].startswith("no proposal beat the current skill on the step's")
+    assert json.loads((step / "screen.json").read_text())["chosen"] is None
+    # Only the initial skill was scored on the selection split.
+    assert [c for c in _calls(step) if c["stage"] == "eval_val"] == []
+    assert (toy_dir / "run" / "best_skill.md").read_text() == toy.INITIAL_SKILL
+    assert trainer.state is not None and trainer.state.history[0].decision == "skip"
+
+
+def test_one_proposal_screens_nothing(toy_dir: Path) -> None:
+    _train(_sampled(toy_dir, proposals=1), toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    assert not (step / "screen.json").exists()
+    assert not [c for c in _calls(step) if c["stage"] == "screen"]
+    # The greedy proposal changes nothing scored: the gate rejects it on validation.
+    assert json.loads((step / "gate.json").read_text())["decision"] == "reject"
+
+
+def test_proposals_replay_to_the_same_skills(toy_dir: Path, tmp_path: Path) -> None:
+    cfg = _sampled(toy_dir)
+    _train(cfg, tmp_path / "a")
+    _train(cfg, tmp_path / "b")
+    for name in ("best_skill.md", "steps/e01-s001/screen.json", "steps/e01-s001/candidate.md"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+
+
+def test_sampled_proposals_have_distinct_temperatures(toy_dir: Path) -> None:
+    cfg = load_config(toy_config(toy_dir, optimizer={"learning_rate": 1, "temperature": 0.8}))
+    temps = [sample_temperature(cfg.config, k) for k in range(8)]
+    assert temps[0] == 0.8 and len(set(temps)) == 8 and temps == sorted(temps)
+    cold = load_config(toy_config(toy_dir))
+    assert sample_temperature(cold.config, 0) == 0.0 and sample_temperature(cold.config, 1) == 0.7
+
+
+def test_the_rules_prompt_sets_each_reply_beside_its_expected_answer(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
+                     gradient={"minibatch_size": 100, "failure_only": True,
+                               "proposal_form": "rules"})
+    _train(cfg, toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    (call,) = [c for c in _calls(step) if c["request"]["kind"] == "analyst_rules"]
+    prompt = call["request"]["messages"][0]["content"]
+    assert ("Question: What is the year of item 2?\nIts reply: Answer: 1902 probably\n"
+            "Its answer, as read from the reply: 1902 probably\nExpected: '1902'\n"
+            "So: its reply contains an expected answer plus 1 more word.\n") in prompt
+    assert "Result:" not in prompt and "FAILED:" not in prompt  # no scorer wording
+    # The rule (the toy's first try for years) becomes one bullet at the skill's end.
+    candidate = (step / "candidate.md").read_text()
+    assert candidate.rstrip().endswith(f"\n\n- {toy.HARMFUL}")
+
+
+def test_render_contrast_shows_task_tools_reply_and_expected() -> None:
+    result = RolloutResult(task_id="a", answer="It is Paris, the capital.", hard=0.0, soft=0.4,
+                           messages=[Message(role="system", content="SKILL"),
+                                     Message(role="user", content="Where is the Louvre?"),
+                                     Message(role="assistant", content="",
+                                             tool_calls=[{"name": "search", "arguments": "{}"}]),
+                                     Message(role="tool", content="found"),
+                                     Message(role="assistant", content="It is Paris.")],
+                           reason="the answer carries extra words")
+    task = Task(id="a", prompt="Where is the Louvre?", reference=["Paris", "paris"])
+    text = render_contrast([result], {"a": task}, 800)
+    assert "Where is the Louvre?" in text and "SKILL" not in text
+    assert "The agent called 1 tools: " in text
+    assert "Its reply: It is Paris.\nIts answer, as read from the reply: It is Paris, the" in text
+    assert "Expected: 'Paris' or 'paris'" in text and "extra words" not in text
+    assert "So: its reply contains an expected answer plus 4 more words." in text
+    assert text.startswith("- 1 of 1 replies contain an expected answer plus more words\n")
+    assert render_expected({"targets": {"B2": 42, "B3": "x"}}) == "B2: 42; B3: x"
+    assert render_expected({"cells": ["A1"], "values": [3]}) == "cells: 'A1'; values: 3"
+    assert render_expected(7) == "7" and render_expected(None) == ""
+
+
+def test_a_rule_becomes_an_appended_bullet() -> None:
+    edit = rule_edit("  - Reply with   the short phrase alone. ", 3, "why")
+    assert (edit.op, edit.content, edit.support, edit.anchor) == (
+        "append", "- Reply with the short phrase alone.", 3, "")
+
+
+@pytest.mark.parametrize("optimizer", [{"skill_update_mode": "rewrite_from_suggestions"},
+                                       {"use_skill_aware_reflection": True}])
+def test_rules_need_the_patch_mode(toy_dir: Path, optimizer: dict[str, Any]) -> None:
+    cfg = toy_config(toy_dir, gradient={"proposal_form": "rules"}, optimizer=optimizer)
+    with pytest.raises(ConfigError, match="proposal_form: rules"):
+        load_config(cfg)
+
+
+def test_proposals_are_bounded(toy_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="gradient.proposals"):
+        load_config(toy_config(toy_dir, gradient={"proposals": 9}))
+
+
+@pytest.mark.parametrize(("reply", "expected", "relation"), [
+    ("It is Paris.", ["Paris"], "contains an expected answer plus 2 more words"),
+    ("Amen", ["The Amen Break"], "is part of an expected answer, 2 words short"),
+    ("PARIS!", ["paris"], "matches an expected answer except for case or punctuation"),
+    ("London", ["Paris"], "shares no word with any expected answer"),
+    ("the big city", ["a big town"], "shares 1 word with an expected answer but differs"),
+    ("", ["x"], "is empty"),
+    ("42", [], ""),
+])
+def test_compare_reply_says_how_a_reply_relates_to_what_was_expected(
+        reply: str, expected: list[str], relation: str) -> None:
+    assert compare_reply(reply, expected)[1] == relation
+
+
+def test_a_rule_about_the_expected_answer_is_refused_and_asked_again() -> None:
+    from skillgrad.models.messages import ChatRequest, Completion
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    replies = iter([
+        '{"difference": "too long", "rules": ["Reply with the expected answer."]}',
+        '{"difference": "too long", "rules": ["Reply with the short phrase alone."]}',
+    ])
+    asked: list[ChatRequest] = []
+
+    class Model:
+        def complete(self, request: ChatRequest) -> Completion:
+            asked.append(request)
+            return Completion(text=next(replies))
+
+    result = RolloutResult(task_id="a", answer="It is Paris.", hard=0.0, soft=0.5,
+                           messages=[Message(role="user", content="Where?")])
+    task = Task(id="a", prompt="Where?", reference="Paris")
+    patch = analyse("failure", [result], "Answer.", Model(),
+                    ReflectSettings(form="rules", max_edits=2), "", 0, tasks={"a": task})
+    assert [e.content for e in patch.edits] == ["- Reply with the short phrase alone."]
+    assert [r.item.content for r in patch.refused] == ["- Reply with the expected answer."]
+    assert "never sees" in patch.refused[0].reason
+    assert len(asked) == 2 and "never sees" in asked[1].messages[-1].text()
