@@ -199,3 +199,19 @@ def test_a_rule_about_the_expected_answer_is_refused_and_asked_again() -> None:
     assert [r.item.content for r in patch.refused] == ["- Reply with the expected answer."]
     assert "never sees" in patch.refused[0].reason
     assert len(asked) == 2 and "never sees" in asked[1].messages[-1].text()
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.55, 0.8])
+def test_a_run_killed_while_screening_resumes_to_the_same_result(
+        toy_dir: Path, tmp_path: Path, fraction: float) -> None:
+    from test_resume import Counter, comparable, run
+
+    cfg = _sampled(toy_dir)
+    reference = Counter()
+    run(cfg, tmp_path / "ref", reference)
+    first = Counter(kill_at=1 + int(fraction * reference.completed))
+    assert run(cfg, tmp_path / "run", first) is None
+    second = Counter()
+    assert run(cfg, tmp_path / "run", second) is not None
+    assert comparable(tmp_path / "run") == comparable(tmp_path / "ref")
+    assert first.completed + second.completed == reference.completed
