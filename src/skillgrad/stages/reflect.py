@@ -15,7 +15,6 @@ EXECUTION_LAPSE a short reminder for the protected appendix.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -176,7 +175,7 @@ def analyse(
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
     proposed = _items(reply.value, len(batch))
-    items, refused = _screened(proposed, evidence, skill, rules)
+    items, refused = screen_items(proposed, evidence, skill)
     idle = _idle(items, skill)
     if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
@@ -187,7 +186,7 @@ def analyse(
                          schema=schema)
         if again.value is not None:
             reply = again
-            items, later = _screened(_items(reply.value, len(batch)), evidence, skill, rules)
+            items, later = screen_items(_items(reply.value, len(batch)), evidence, skill)
             refused += later
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
@@ -201,22 +200,6 @@ def analyse(
                      refused=tuple(refused))
     return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
                  edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused))
-
-
-UNSEEN = re.compile(r"\bexpected answers?\b", re.I)  # the rules prompt's device
-
-
-def _screened(items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str,
-              rules: bool) -> tuple[list[Edit | Suggestion], list[Refused]]:
-    """Hygiene's screen; a plain rule is also refused when it speaks of the expected answer,
-    which the rules prompt shows the analyst and the agent never sees."""
-    kept, refused = screen_items(items, evidence, skill)
-    if not rules:
-        return kept, refused
-    seen = [i for i in kept if not (isinstance(i, Edit) and UNSEEN.search(i.content))]
-    refused += [Refused(item=i, reason=f"{REFUSED}: it speaks of the expected answer, which "
-                        "the agent never sees") for i in kept if i not in seen]
-    return seen, refused
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:

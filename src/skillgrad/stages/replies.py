@@ -5,6 +5,7 @@ textual gradient.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -76,10 +77,20 @@ class RulesReply(BaseModel):
         return [rule_edit(r, support, self.difference) for r in self.rules if r.strip()]
 
 
+# The rules prompt calls the reference "the expected answer"; the agent only knows its answer.
+_EXPECTED = re.compile(r"\b(?:(?:the|an) )?expected (answers?)\b", re.I)
+
+
 def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
-    """A plain rule as the edit it deterministically becomes: one bullet at the skill's end."""
+    """A plain rule as the edit it deterministically becomes: one bullet at the skill's end,
+    with the prompt's "expected answer" put in the agent's words ("the answer")."""
     text = " ".join(rule.split()).removeprefix("- ").strip()
+    text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
     return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
+
+
+def _cased(text: str, like: str) -> str:
+    return text[:1].upper() + text[1:] if like[:1].isupper() else text
 
 
 def rules_schema(max_rules: int) -> dict[str, Any]:
