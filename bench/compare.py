@@ -61,6 +61,7 @@ from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
 from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.records import RolloutResult, Task
 from skillgrad.rundir import RunDir, read_jsonl, write_json, write_jsonl
+from skillgrad.settings import split_cap
 from skillgrad.skill import skill_hash
 from skillgrad.stages.hygiene import Evidence, find_quote
 from skillgrad.stages.render import clip_middle
@@ -412,15 +413,15 @@ class Harness:
         self.base = load_config(self.config, self.overrides)
         self.env = build_environment(self.base)
         self.clients = build_clients(self.base)
-        cfg = self.base.config
-        self.train_tasks = self._split("train", cfg.train.train_size)
-        self.val_tasks = self._split("val", cfg.evaluation.sel_env_num)
-        self.test_tasks = self._split("test", cfg.evaluation.test_env_num)
+        self.train_tasks = self._split("train")
+        self.val_tasks = self._split("val")
+        self.test_tasks = self._split("test")
         self.train_by_id = {t.id: t for t in self.train_tasks}
         self.initial = self.env.initial_skill()
 
-    def _split(self, split: str, cap: int | None) -> list[Task]:
+    def _split(self, split: str) -> list[Task]:
         tasks = self.env.tasks(split)  # type: ignore[arg-type]
+        cap = split_cap(self.base.config, split)
         return tasks[:cap] if cap else tasks
 
     def seed(self, k: int) -> int:

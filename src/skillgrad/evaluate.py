@@ -13,6 +13,7 @@ from skillgrad.config import ResolvedConfig
 from skillgrad.errors import DataError
 from skillgrad.models.client import CallJournal
 from skillgrad.rundir import WorkDir
+from skillgrad.settings import split_cap
 from skillgrad.skill import skill_hash
 from skillgrad.stages.rollout import rollout, score
 from skillgrad.summary import model_usage
@@ -26,7 +27,9 @@ def evaluate_skill(
     *,
     on_result: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Roll the skill out on every task of ``split`` and write ``eval_summary.json``.
+    """Roll the skill out on the tasks of ``split`` a run would use (its cap:
+    ``train.train_size``, ``evaluation.sel_env_num`` or ``test_env_num``) and write
+    ``eval_summary.json``.
 
     ``skill`` None scores the skill a training run would start from (``env.skill_init``, else
     the environment's shipped one); ``""`` scores no skill at all, the baseline. Model calls
@@ -37,6 +40,8 @@ def evaluate_skill(
     tasks = env.tasks(split)  # type: ignore[arg-type]
     if not tasks:
         raise DataError(f"the {split} split is empty")
+    cap = split_cap(resolved.config, split)
+    tasks = tasks[:cap] if cap else tasks
     client = build_client(resolved, "target")
     folder = WorkDir(out)
     journal = CallJournal(folder.calls_path)

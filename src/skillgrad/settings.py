@@ -36,6 +36,13 @@ def sampling(cfg: SkillgradConfig) -> dict[str, Any]:
     return {"max_tokens": cfg.optimizer.max_tokens, "temperature": cfg.optimizer.temperature}
 
 
+def split_cap(cfg: SkillgradConfig, split: str) -> int | None:
+    """How many of a split's tasks a run uses (None: all): ``train.train_size``,
+    ``evaluation.sel_env_num``, ``evaluation.test_env_num``."""
+    return {"train": cfg.train.train_size, "val": cfg.evaluation.sel_env_num,
+            "test": cfg.evaluation.test_env_num}[split]
+
+
 def max_edits_per_call(cfg: SkillgradConfig) -> int:
     """The most edits one analyst or merge call may propose."""
     cap = cfg.gradient.max_edits_per_call

@@ -91,9 +91,9 @@ class Trainer:
         self.allow_config_change = allow_config_change
         self.gate_rule: GateRule = settings.gate_rule(self.cfg)
         self._journal: CallJournal | None = None  # the open scope's call journal
-        self.train_tasks = self._split("train", self.cfg.train.train_size)
+        self.train_tasks = self._split("train")
         self._train_by_id = {t.id: t for t in self.train_tasks}
-        self.val_tasks = self._split("val", self.cfg.evaluation.sel_env_num)
+        self.val_tasks = self._split("val")
         self.state: TrainerState | None = None
 
     # ------------------------------------------------------------------ the loop
@@ -443,7 +443,7 @@ class Trainer:
         s = self._require_state()
         if not self.cfg.evaluation.eval_test:
             return {}
-        tasks = self._split("test", self.cfg.evaluation.test_env_num)
+        tasks = self._split("test")
         self._open_scope(self.run.scope_dir("final"))
         out = {}
         for name, digest in (("initial", s.initial_hash), ("best", s.best_hash),
@@ -452,10 +452,11 @@ class Trainer:
             self._checkpoint()
         return out
 
-    def _split(self, split: str, cap: int | None) -> list[Task]:
+    def _split(self, split: str) -> list[Task]:
         tasks = self.env.tasks(split)  # type: ignore[arg-type]
         if not tasks:
             raise DataError(f"the {split} split is empty")
+        cap = settings.split_cap(self.cfg, split)
         return tasks[:cap] if cap else tasks
 
     def _known_score(self, split: str, digest: str) -> EvalScore:
