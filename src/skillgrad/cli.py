@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -21,6 +24,7 @@ from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import load_config
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
+from skillgrad.rundir import RunDir
 
 app = typer.Typer(
     name="skillgrad",
@@ -49,8 +53,10 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Show tracebacks (before or after the command).")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Log progress (before or after the command).")] = False,
 ) -> None:
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(message)s",
@@ -119,18 +125,65 @@ def train(
     allow_config_change: Annotated[bool, typer.Option(help="Resume a run directory although its config differs.")] = False,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="Answer every model call from the calls recorded in this run directory (offline; no model is loaded).")] = None,  # noqa: UP045
 ) -> None:
-    """Train a skill. Running again into the same --out resumes where it stopped."""
+    """Train a skill. Running again into the same --out resumes where it stopped; one run
+    directory takes one process at a time."""
     from skillgrad.build import build_trainer
 
     resolved = load_config(config, set_ or [])
     run_dir = out or Path("runs") / config.stem
     if replay is not None and replay.resolve() == run_dir.resolve():
         raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
-    with _progress() as progress:
+    run = RunDir(run_dir)
+    with run.lock(), _told_where_it_stopped(run), _progress() as progress:
         trainer = build_trainer(resolved, run_dir, callbacks=[ProgressCallback(progress)],
                                 allow_config_change=allow_config_change, replay=replay)
         summary = trainer.fit()
     _print_summary(summary, run_dir)
+
+
+class _Stopped(Exception):
+    """Training ended early: the one-line message, the exit code, and what to do next."""
+
+    def __init__(self, message: str, code: int, hint: str = "") -> None:
+        super().__init__(message)
+        self.code, self.hint = code, hint
+
+
+@contextmanager
+def _told_where_it_stopped(run: RunDir) -> Iterator[None]:
+    """A run that stops before its end says what its directory holds and the command that goes
+    on from there. Ctrl-C is caught here because typer would turn it into a silent exit 130."""
+    again = shlex.join(["skillgrad", *sys.argv[1:]])
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        raise _Stopped(f"interrupted; {_standing(run, again)}", 130) from exc
+    except RunStopped as exc:
+        raise _Stopped(f"stopped: {exc}", 3, _standing(run, again)) from exc
+    except ModelError as exc:
+        raise _Stopped(f"model call failed: {exc}", 1, _standing(run, again)) from exc
+    except OSError as exc:
+        raise _Stopped(_os_problem(exc), 1, _standing(run, again, "fix that, then ")) from exc
+
+
+def _standing(run: RunDir, again: str, first: str = "") -> str:
+    """What the run directory holds after a stop, and the command that goes on from it."""
+    from skillgrad.state import TrainerState
+
+    data = run.load_checkpoint_data()
+    if data is None:
+        return (f"no checkpoint was written yet, only the model calls answered so far; "
+                f"{first}resume with: {again}")
+    position = TrainerState.model_validate(data).position()
+    return f"the checkpoint ({position}) is intact; {first}resume with: {again}"
+
+
+def _os_problem(exc: OSError) -> str:
+    """``path: what went wrong``, in the system's words (the error itself if it names no
+    file)."""
+    if exc.filename is None or exc.strerror is None:
+        return str(exc)
+    return f"{exc.filename}: {exc.strerror}"
 
 
 @app.command("eval")
@@ -172,15 +225,11 @@ def eval_(
 
 @app.command()
 def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Show a run: one row per step, the best step, and totals."""
-    from skillgrad.rundir import RunDir
+    """Show a run: one row per step, the best step, and totals (also while it trains)."""
     from skillgrad.state import TrainerState
 
     run = RunDir(run_dir)
-    data = run.load_checkpoint_data()
-    if data is None:
-        raise SkillgradError(f"{run_dir}: not a skillgrad run directory (no checkpoint.json)")
-    state = TrainerState.model_validate(data)
+    state = TrainerState.model_validate(run.require_checkpoint())
     table = Table(title=f"{run_dir} — {state.phase}, {state.global_step}/{state.total_steps} steps")
     for col in ("step", "epoch", "budget", "proposed", "applied", "skipped", "train",
                 "val current", "val candidate", "decision"):
@@ -331,25 +380,39 @@ def _fail(message: str, code: int, hint: str = "") -> None:
     sys.exit(code)
 
 
+GLOBAL_OPTIONS = ("--debug", "--verbose", "-v")
+
+
+def _global_options_first(args: list[str]) -> list[str]:
+    """``args`` with the options of the whole command line moved before the command: click
+    reads a group's options only there, and ``skillgrad train CFG --debug`` should work."""
+    end = args.index("--") if "--" in args else len(args)
+    head = args[:end]
+    return ([a for a in head if a in GLOBAL_OPTIONS] + [a for a in head if a not in GLOBAL_OPTIONS]
+            + args[end:])
+
+
+def _explain(exc: Exception) -> tuple[str, int, str]:
+    """The message, exit code and hint of an error that ends a command."""
+    if isinstance(exc, _Stopped):
+        return str(exc), exc.code, exc.hint
+    if isinstance(exc, RunStopped):
+        return f"stopped: {exc}", 3, "run the same command again to go on"
+    if isinstance(exc, ModelError):
+        return f"model call failed: {exc}", 1, ""
+    if isinstance(exc, OSError):
+        return _os_problem(exc), 1, ""
+    return str(exc), 2, ""
+
+
 def main() -> None:
-    debug = "--debug" in sys.argv[1:]
+    args = _global_options_first(sys.argv[1:])
     try:
-        app()
-    except ModelError as exc:
-        if debug:
+        app(args=args)
+    except (_Stopped, SkillgradError, OSError) as exc:
+        if "--debug" in args:
             raise
-        _fail(f"model call failed: {exc}", 1,
-              "the checkpoint is intact; run the same command again to resume")
-    except RunStopped as exc:
-        if debug:
-            raise
-        _fail(f"stopped: {exc}", 3, "run the same command again to resume")
-    except SkillgradError as exc:
-        if debug:
-            raise
-        _fail(str(exc), 2)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130, "run the same command again to resume")
+        _fail(*_explain(exc))
 
 
 if __name__ == "__main__":

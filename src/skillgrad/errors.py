@@ -25,7 +25,8 @@ class DataError(SkillgradError):
 
 
 class RunDirError(SkillgradError):
-    """A run directory cannot be used (different config, corrupt checkpoint)."""
+    """A run directory cannot be used (different config, corrupt checkpoint, in use by another
+    process, not a folder this process can write)."""
 
 
 class RunStopped(SkillgradError):

@@ -11,6 +11,7 @@ Layout::
       current_skill.md     the skill training would continue from
       init/  final/        evaluation scopes: rollouts and model calls
       run.json             the marker: the config fingerprint and the skillgrad version
+      run.lock             held (flock) by the process training into the directory; its PID
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
                            apply report, gate decision, model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
@@ -21,19 +22,21 @@ Layout::
 The file names inside a step or epoch folder are those of :class:`WorkDir`; nothing else
 names a file of a run. Every file except the logs is written to a temporary name and renamed
 into place, so a run killed at any instant leaves either the old or the new version, never
-half of one.
+half of one; such a write names the file it was writing when it fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from pydantic import BaseModel
@@ -45,19 +48,34 @@ SCHEMA_VERSION = 1
 CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
+LOCK = "run.lock"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place: an
+    interrupt, a kill or a full disk leaves the old file (or none), never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        raise _naming(exc, path) from exc
     finally:
-        Path(tmp).unlink(missing_ok=True)  # gone after a successful replace
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)  # gone after a successful replace
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` about ``path``: a failed write names the file it was for, not the temporary
+    file (or nothing, as a full disk does). The errno keeps its subclass."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -186,6 +204,10 @@ class RunDir:
     def marker_path(self) -> Path:
         return self.root / "run.json"
 
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK
+
     def step_dir(self, epoch: int, step: int) -> WorkDir:
         """The folder of 1-based ``step`` of 1-based ``epoch``."""
         return WorkDir(self.root / "steps" / f"e{epoch:02d}-s{step:03d}")
@@ -219,8 +241,11 @@ class RunDir:
         self.root.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"time": round(time.time(), 3), "event": kind, **_jsonable(data)},
                           ensure_ascii=False)
-        with self.events_path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        try:
+            with self.events_path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+        except OSError as exc:
+            raise _naming(exc, self.events_path) from exc
 
     def events(self) -> list[dict[str, Any]]:
         return read_jsonl(self.events_path)
@@ -261,6 +286,22 @@ class RunDir:
     def exists(self) -> bool:
         return self.checkpoint_path.exists()
 
+    def require_checkpoint(self) -> dict[str, Any]:
+        """The checkpoint's data, or a refusal that says what the folder is instead."""
+        data = self.load_checkpoint_data()
+        if data is not None:
+            return data
+        if self.marker_path.exists():
+            raise RunDirError(
+                f"{self.root}: a skillgrad run directory with no checkpoint yet (its run stopped "
+                "before the first one); train into it with its config to start it again")
+        if self.root.is_file():
+            raise RunDirError(f"{self.root}: is a file, not a skillgrad run directory")
+        if not self.root.exists():
+            raise RunDirError(f"{self.root}: no such folder, so not a skillgrad run directory")
+        self._refuse_foreign()
+        raise RunDirError(f"{self.root}: not a skillgrad run directory (it is empty)")
+
     # ------------------------------------------------------------------ the marker
     def previous_fingerprint(self) -> str | None:
         """The config fingerprint an earlier start wrote (``None`` for a new directory);
@@ -268,10 +309,17 @@ class RunDir:
         if self.marker_path.exists():
             data = json.loads(self.marker_path.read_text(encoding="utf-8"))
             return data.get("fingerprint")  # type: ignore[no-any-return]
-        if self.root.exists() and any(self.root.iterdir()):
+        if self.root.exists():
+            self._refuse_foreign()
+        return None
+
+    def _refuse_foreign(self) -> None:
+        """Refuse a folder that holds things other than a run (a lock alone is a run's)."""
+        if self.marker_path.exists() or self.checkpoint_path.exists():
+            return
+        if any(p.name != LOCK for p in self.root.iterdir()):
             raise RunDirError(f"{self.root}: exists, is not empty and is not a skillgrad run "
                               "directory")
-        return None
 
     def write_marker(self, fingerprint: str, version: str) -> None:
         self.write_json(self.marker_path, {"fingerprint": fingerprint, "skillgrad": version})
@@ -285,3 +333,82 @@ class RunDir:
             return yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             return None
+
+    # ------------------------------------------------------------------ the lock
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run directory while a process writes it: another process is refused at
+        once, with the holder's PID. The lock is an ``flock``, which the kernel drops when its
+        holder dies, so the lock file a killed run leaves behind blocks nothing. A directory
+        made here that holds only the lock at the end (a start that failed before writing
+        anything) is removed again."""
+        made = self._check_writable()
+        fh = self._acquire()
+        try:
+            yield
+        finally:
+            if made and [p.name for p in self.root.iterdir()] == [LOCK]:
+                # Removed while still held, so that no other start can lock a file that is gone.
+                self.lock_path.unlink()
+                with contextlib.suppress(OSError):  # another start has just made it its own
+                    self.root.rmdir()
+            fh.close()
+
+    def _check_writable(self) -> bool:
+        """Refuse a root a run cannot live in, before anything is written; make it, and say
+        whether it was made here."""
+        if self.root.exists() and not self.root.is_dir():
+            raise RunDirError(f"{self.root}: is a file, not a run directory; give --out a "
+                              "folder (new, or a run directory to resume)")
+        if not self.root.exists():
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RunDirError(f"{exc.filename or self.root}: cannot create the run "
+                                  f"directory ({exc.strerror})") from exc
+            return True
+        self._refuse_foreign()
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise RunDirError(f"{self.root}: the run directory is not writable; make it "
+                              "writable, or give another --out")
+        return False
+
+    def _acquire(self) -> IO[str]:
+        """The open, locked lock file, with this process's PID in it."""
+        while True:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fh = os.fdopen(os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644), "r+",
+                               encoding="utf-8")
+            except OSError as exc:
+                raise RunDirError(f"{self.lock_path}: cannot create the lock file "
+                                  f"({exc.strerror})") from exc
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise RunDirError(
+                    f"{self.root}: in use by another skillgrad process (PID {holder}); wait "
+                    "for it to end, or stop it and run again to resume") from None
+            except OSError as exc:  # a file system without locks
+                fh.close()
+                raise RunDirError(f"{self.lock_path}: cannot be locked ({exc.strerror})") from exc
+            if self._still_named(fh):
+                break
+            fh.close()  # its holder removed it as we opened it: lock the file there now
+        try:
+            fh.truncate()
+            fh.write(f"{os.getpid()}\n")
+            fh.flush()
+        except OSError as exc:
+            fh.close()
+            raise RunDirError(f"{self.lock_path}: cannot write the lock file "
+                              f"({exc.strerror})") from exc
+        return fh
+
+    def _still_named(self, fh: IO[str]) -> bool:
+        try:
+            return os.stat(self.lock_path).st_ino == os.fstat(fh.fileno()).st_ino
+        except FileNotFoundError:
+            return False

@@ -58,6 +58,18 @@ class TrainerState(BaseModel):
     def training_done(self) -> bool:
         return self.global_step >= self.total_steps
 
+    def position(self) -> str:
+        """Where the loop stands, in words: what a resume continues with."""
+        if self.phase == "done":
+            return "the run is finished"
+        if self.phase == "final" or self.training_done:
+            return f"at the final evaluation, all {self.total_steps} steps done"
+        if self.step == 0 and self.epoch > self.epoch_update_done:
+            at = f"before epoch {self.epoch}"
+        else:
+            at = f"at epoch {self.epoch} step {self.step + 1} of {self.steps_per_epoch}"
+        return f"{at}, {self.global_step} of {self.total_steps} steps done"
+
     def score(self, split: str, digest: str) -> EvalScore | None:
         return self.scores.get(f"{split}:{digest}")
 
