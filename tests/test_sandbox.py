@@ -1,15 +1,22 @@
-"""The sandbox for agent-written code: limits, isolation and output capping."""
+"""The sandbox for agent-written code: limits, isolation, file-system confinement and output
+capping."""
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from skillgrad.sandbox import SandboxLimits, run_python
+from skillgrad import confine, sandbox
+from skillgrad.envs.base import EnvCommon
+from skillgrad.sandbox import SandboxLimits, SandboxUnavailable, confinement, run_python
 
 FAST = SandboxLimits(timeout_s=2.0, cpu_s=1, memory_mb=512, max_output_chars=300)
+FOUND = confinement()
+needs_landlock = pytest.mark.skipif(not FOUND.abi, reason=f"no confinement here: {FOUND.problem}")
 
 
 def test_runs_code_in_the_given_folder_and_returns_its_output(tmp_path: Path) -> None:
@@ -28,7 +35,7 @@ def test_environment_variables_of_the_parent_are_not_visible(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     result = run_python("import os, json; print(json.dumps(sorted(os.environ)))", tmp_path, FAST)
     assert "OPENAI_API_KEY" not in result.output and "sk-secret" not in result.output
-    assert result.output.strip() == '["HOME", "LANG", "PATH"]'
+    assert result.output.strip() == '["HOME", "LANG", "PATH", "TMPDIR"]'
 
 
 @pytest.mark.parametrize("code", [
@@ -93,3 +100,160 @@ def test_output_is_truncated_keeping_its_start_and_end(tmp_path: Path) -> None:
 def test_errors_in_the_code_are_reported_not_raised(tmp_path: Path) -> None:
     result = run_python("raise ValueError('bad input')", tmp_path, FAST)
     assert result.returncode == 1 and "ValueError: bad input" in result.output
+
+
+# ----------------------------------------------------------------------------- confinement
+
+TRY_WRITE = """
+import os, subprocess
+def attempt(label, action):
+    try:
+        action()
+        print(label, "done")
+    except OSError as exc:
+        print(label, "denied", type(exc).__name__)
+attempt("open", lambda: open(OUTSIDE + "/made.txt", "w").write("x"))
+attempt("mkdir", lambda: os.mkdir(OUTSIDE + "/made-dir"))
+attempt("parent", lambda: open("../escape.txt", "w").write("x"))
+os.symlink(OUTSIDE, "door")
+attempt("symlink", lambda: open("door/through.txt", "w").write("x"))
+open("moved.txt", "w").write("x")
+attempt("rename", lambda: os.rename("moved.txt", OUTSIDE + "/moved.txt"))
+done = subprocess.run(["touch", OUTSIDE + "/touched.txt"], capture_output=True)
+print("touch", "done" if done.returncode == 0 else "denied")
+open("inside.txt", "w").write("kept")
+os.mkdir("inside-dir")
+print("inside done")
+"""
+
+
+@needs_landlock
+def test_writes_outside_the_working_folder_are_denied(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    code = f"OUTSIDE = {str(outside)!r}\n{TRY_WRITE}"
+    result = run_python(code, work, SandboxLimits(timeout_s=10, cpu_s=5))
+    assert result.confined and result.returncode == 0, result.output
+    lines = result.output.splitlines()
+    assert lines == ["open denied PermissionError", "mkdir denied PermissionError",
+                     "parent denied PermissionError", "symlink denied PermissionError",
+                     "rename denied PermissionError", "touch denied", "inside done"]
+    assert list(outside.iterdir()) == [] and not (tmp_path / "escape.txt").exists()
+    assert (work / "inside.txt").read_text() == "kept" and (work / "inside-dir").is_dir()
+
+
+@needs_landlock
+def test_home_secrets_and_other_folders_cannot_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    planted = {home / ".ssh" / "id_ed25519": "SECRET-KEY",
+               home / ".cache" / "skillgrad" / "calls.jsonl": "SECRET-CACHE",
+               home / "notes.txt": "SECRET-NOTES",
+               tmp_path / "runs" / "r1" / "checkpoint.json": "SECRET-RUN"}
+    for path, text in planted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    real_home = str(Path.home())  # here it may hold the Python installation (pyenv)
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    targets = [*map(str, planted), str(home), str(home / ".ssh"), real_home]
+    code = (f"import os\nfor p in {targets!r}:\n    try:\n"
+            "        print(open(p).read() if os.path.isfile(p) else os.listdir(p))\n"
+            "    except PermissionError:\n        print('denied')\n")
+    result = run_python(code, work, FAST)
+    assert result.confined and result.returncode == 0, result.output
+    assert "SECRET" not in result.output
+    assert result.output.split() == ["denied"] * len(targets)
+
+
+@needs_landlock
+def test_python_and_its_packages_still_run_confined(tmp_path: Path) -> None:
+    pytest.importorskip("openpyxl")
+    code = ("import openpyxl, subprocess, sys, tempfile\n"
+            "wb = openpyxl.Workbook(); wb.active['A1'] = 7; wb.save('w.xlsx')\n"
+            "print(openpyxl.load_workbook('w.xlsx').active['A1'].value)\n"
+            "print(subprocess.run([sys.executable, '-c', 'print(6 * 7)'],\n"
+            "                     capture_output=True, text=True).stdout.strip())\n"
+            "with tempfile.NamedTemporaryFile() as t:\n"
+            f"    print(t.name.startswith({str(tmp_path.resolve())!r}))")
+    result = run_python(code, tmp_path, SandboxLimits(timeout_s=20, cpu_s=10))
+    assert result.confined and result.returncode == 0, result.output
+    assert result.output.split() == ["7", "42", "True"]
+
+
+@needs_landlock
+@pytest.mark.skipif(FOUND.abi < 6, reason="signal scoping needs Landlock ABI 6 (Linux 6.12)")
+def test_confined_code_cannot_signal_the_trainer(tmp_path: Path) -> None:
+    code = (f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('reached')\n"
+            "except PermissionError:\n    print('denied')")
+    assert run_python(code, tmp_path, FAST).output.strip() == "denied"
+
+
+def test_a_readable_folder_may_not_hold_the_home_or_its_secrets() -> None:
+    confine.check_roots(["/usr", "/home/u/.venv", "/home/u/.pyenv/versions/3.11"], ["/home/u"])
+    with pytest.raises(confine.ConfinementError, match="holds the home directory /home/u"):
+        confine.check_roots(["/usr", "/home"], ["/home/u"])
+    with pytest.raises(confine.ConfinementError, match="overlaps /home/u/.ssh"):
+        confine.check_roots(["/home/u/.ssh/tools"], ["/home/u"])
+    with pytest.raises(confine.ConfinementError, match="overlaps /home/u/.cache/skillgrad"):
+        confine.check_roots(["/home/u/.cache"], ["/srv", "/home/u"])
+
+
+@needs_landlock
+def test_a_child_that_cannot_confine_itself_is_an_error_not_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home inside what Python must read cannot be hidden: the child refuses before the
+    code runs, and the caller gets an error rather than an unconfined result."""
+    monkeypatch.setenv("HOME", "/usr")
+    with pytest.raises(SandboxUnavailable, match="holds the home directory /usr") as caught:
+        run_python("open('ran.txt', 'w').write('x')", tmp_path, FAST)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "ran.txt").exists()
+
+
+@pytest.fixture
+def no_landlock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A kernel without Landlock, as the capability probe sees it."""
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 0)
+    sandbox.confinement.cache_clear()
+    yield
+    sandbox.confinement.cache_clear()
+
+
+def test_without_confinement_code_is_refused_unless_allowed(
+    tmp_path: Path, no_landlock: None
+) -> None:
+    assert not confinement().abi and "offers no Landlock" in confinement().problem
+    with pytest.raises(SandboxUnavailable, match="allow_unconfined=True") as caught:
+        run_python("open('ran.txt', 'w').write('x')", tmp_path, FAST)
+    assert "\n" not in str(caught.value) and "offers no Landlock" in str(caught.value)
+    assert not (tmp_path / "ran.txt").exists()
+    allowed = run_python("open('ran.txt', 'w').write('x')\nprint('ran')", tmp_path, FAST,
+                         allow_unconfined=True)
+    assert allowed.returncode == 0 and not allowed.confined and allowed.output.strip() == "ran"
+
+
+def test_the_spreadsheet_python_tool_is_refused_when_built_unless_allowed(
+    tmp_path: Path, no_landlock: None
+) -> None:
+    pytest.importorskip("openpyxl")
+    from skillgrad.envs.spreadsheet import SpreadsheetEnvironment, SpreadsheetOptions
+    from skillgrad.envs.spreadsheet.workbook import WorkbookSession
+
+    common, small = EnvCommon(name="spreadsheet"), {"count": 5, "templates": ("lookup",)}
+    with pytest.raises(SandboxUnavailable) as caught:
+        SpreadsheetEnvironment.create(common, SpreadsheetOptions(**small, python_tool=True),
+                                      Path("."))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("env.python_tool: model-written code ")
+    assert "set env.allow_unconfined_python: true" in message
+    SpreadsheetEnvironment.create(common, SpreadsheetOptions(**small), Path("."))  # no tool
+    allowed = SpreadsheetEnvironment.create(common, SpreadsheetOptions(
+        **small, python_tool=True, allow_unconfined_python=True), Path("."))
+    path = tmp_path / "workbook.xlsx"
+    path.write_bytes(allowed.generated(allowed.tasks("train")[0]).workbook)
+    assert WorkbookSession(path, allowed.options).python("print('ran')") == "ran\n(exit code 0)"

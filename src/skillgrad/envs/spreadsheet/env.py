@@ -32,6 +32,7 @@ from skillgrad.envs.spreadsheet.templates import (
 )
 from skillgrad.envs.spreadsheet.workbook import (
     WorkbookOptions,
+    check_python_tool,
     run_workbook_episode,
     workbook_reason,
 )
@@ -117,6 +118,7 @@ class SpreadsheetEnvironment(SplitTasksMixin[SpreadsheetOptions]):
         if common.split_mode != "ratio":
             raise ConfigError("env spreadsheet generates its tasks: env.split_mode must be "
                               "'ratio' (use env spreadsheetbench for a folder of workbooks)")
+        check_python_tool(options)
         tasks, generated = build_tasks(options)
         splits = stratified_splits(tasks, common)
         require_nonempty(splits, f"env spreadsheet (count {options.count}, seed {options.seed})",

@@ -32,6 +32,7 @@ from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, reso
 from skillgrad.envs.spreadsheet.checker import qualified
 from skillgrad.envs.spreadsheet.workbook import (
     WorkbookOptions,
+    check_python_tool,
     run_workbook_episode,
     sheet_summary,
     workbook_reason,
@@ -183,6 +184,7 @@ class SpreadsheetBenchEnvironment(SplitTasksMixin[SpreadsheetBenchOptions]):
         if options.data_path is None and common.split_mode == "ratio":
             raise ConfigError("env spreadsheetbench needs env.data_path: the SpreadsheetBench "
                               "folder holding dataset.json")
+        check_python_tool(options)
         data_path = resolve_path(options.data_path, base_dir) if options.data_path else None
         splits = load_splits(common, data_path, base_dir, _Loader(options.cases),
                              lambda t: t.group)

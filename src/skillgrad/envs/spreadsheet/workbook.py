@@ -35,7 +35,7 @@ from skillgrad.envs.spreadsheet.checker import (
 )
 from skillgrad.envs.tools import Episode, Tool, ToolError, run_episode
 from skillgrad.models.base import ChatModel
-from skillgrad.sandbox import SandboxLimits, run_python
+from skillgrad.sandbox import SandboxLimits, require_confinement, run_python
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -54,8 +54,19 @@ class WorkbookOptions(EnvOptions):
                              "number comparison")
     read_max_cells: int = Field(60, ge=1, le=2000, description="cells shown per read_range")
     python_tool: bool = Field(False, description="offer a python tool (sandboxed subprocess)")
+    allow_unconfined_python: bool = Field(
+        False, description="run the python tool even where the kernel cannot confine its file "
+        "access (no Landlock); its code can then read and write every file this user can")
     python_timeout_s: float = Field(10.0, gt=0, le=300)
     python_memory_mb: int = Field(1024, ge=128)
+
+
+def check_python_tool(options: WorkbookOptions) -> None:
+    """Refuse a python tool whose code the kernel cannot confine here, unless
+    ``allow_unconfined_python``: when the environment is built, not at the tool's first call."""
+    if options.python_tool:
+        require_confinement(options.allow_unconfined_python, "env.python_tool: model-written code",
+                            "env.allow_unconfined_python: true")
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,8 @@ class WorkbookSession:
             o = self.options
             result = run_python(str(code), Path(work), SandboxLimits(
                 timeout_s=o.python_timeout_s, cpu_s=max(1, int(o.python_timeout_s)),
-                memory_mb=o.python_memory_mb, max_output_chars=1500))
+                memory_mb=o.python_memory_mb, max_output_chars=1500),
+                allow_unconfined=o.allow_unconfined_python)
             note = ""
             if copy.is_file() and copy.stat().st_mtime_ns != before:
                 try:
