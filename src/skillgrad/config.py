@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from pydantic import (
 from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
 from skillgrad.models.accounting import Budget, Prices
+from skillgrad.redact import redact, redact_at
 
 # ----------------------------------------------------------------------------- sections
 
@@ -212,8 +212,6 @@ RESUME_SAFE = tuple(
     for key in ("concurrency", "max_retries", "retry_base_delay", "budget.", "prices.", "cache",
                 "cache_dir", "timeout")
 ) + ("execution.",)
-SECRET_WORDS = ("api_key", "apikey", "secret", "password", "token", "authorization")
-_KEY_WORDS = re.compile(r"[a-z0-9]+")
 
 
 # ----------------------------------------------------------------------------- resolved config
@@ -243,11 +241,15 @@ class ResolvedConfig:
         return data
 
     def redacted(self) -> dict[str, Any]:
-        """The resolved config with secret values masked, as written to the run directory."""
-        return _redact(self.resolved())
+        """The resolved config with every credential masked (:func:`skillgrad.redact.redact`),
+        as written to the run directory."""
+        return redact(self.resolved())
 
     def fingerprint(self) -> str:
-        """A hash of every key that changes what a run computes."""
+        """A hash of every key that changes what a run computes.
+
+        It hashes the values themselves, not their redacted copies: a header or a body field
+        that is masked on disk may still change the replies, so changing it still counts."""
         flat = {k: v for k, v in _flatten(self.resolved()).items()
                 if not k.startswith(RESUME_SAFE)}
         text = json.dumps(flat, sort_keys=True, default=str)
@@ -256,8 +258,9 @@ class ResolvedConfig:
 
 def config_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The keys, resume-safe ones aside, whose values differ between two resolved configs (as
-    written to run directories), each as one short phrase."""
-    old, new = (_flatten(c) for c in (previous, current))
+    written to run directories), each as one short phrase. Both are redacted again first: a
+    run directory written by an older skillgrad may hold values it did not yet mask."""
+    old, new = (_flatten(redact(c)) for c in (previous, current))
     changes = []
     for key in sorted(old.keys() | new.keys()):
         if key.startswith(RESUME_SAFE):
@@ -357,6 +360,61 @@ def _validate_section(
 # ----------------------------------------------------------------------------- YAML and overrides
 
 
+class DuplicateKeyError(ConfigError):
+    """A YAML mapping names one key twice."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names one key twice.
+
+    PyYAML itself keeps the last value silently (``num_epochs: 2`` and later ``num_epochs: 3``
+    in one section trains 3 epochs), so a typo or a bad merge of two configs changes a run
+    without a word. Keys brought in by a ``<<`` merge may be overridden, as YAML intends."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._check_keys(node, (), set())
+        return super().construct_document(node)
+
+    def _check_keys(self, node: yaml.Node, path: tuple[str, ...], seen: set[int]) -> None:
+        if id(node) in seen:  # an alias of a node already checked (or a recursive one)
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._check_keys(item, (*path, str(i)), seen)
+        if not isinstance(node, yaml.MappingNode):
+            return
+        lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self._check_keys(value_node, path, seen)
+                continue
+            key = self.construct_object(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+            dotted = (*path, str(key))
+            line = key_node.start_mark.line + 1
+            if key is not None and key in lines:
+                raise DuplicateKeyError(
+                    f"duplicate key '{'.'.join(dotted)}' at lines {lines[key]} and {line} "
+                    "(each key may appear once in a mapping)")
+            if key is not None:
+                lines[key] = line
+            self._check_keys(value_node, dotted, seen)
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """Parse one YAML document with :class:`UniqueKeyLoader`; every problem is a
+    :class:`ConfigError` that names ``source`` (a file, or ``--set KEY``) and the line."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKeyError as exc:
+        raise DuplicateKeyError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
+
+
 def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str]) -> dict[str, Any]:
     resolved = path.resolve()
     if resolved in chain:
@@ -384,13 +442,7 @@ def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file is not UTF-8 text") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
+    data = load_yaml_text(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -399,20 +451,24 @@ def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
 
 
 def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
+    # Messages name the key, never the value: a value may be a credential.
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {item!r}: expected dotted.key=value")
+        shown = f"{key!r}=..." if sep else repr(item)
+        raise ConfigError(f"--set {shown}: expected dotted.key=value")
     try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
+        value = load_yaml_text(text, f"--set {key}") if text.strip() else ""
+    except DuplicateKeyError:
+        raise
+    except ConfigError:  # not YAML: the text itself is the value
         value = text
     node = raw
     parts = key.split(".")
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+            raise ConfigError(f"--set {key}: {'.'.join(parts[: i + 1])} is not a section")
         node = child
     node[parts[-1]] = value
     # The override replaces the whole subtree: origins of keys it removed are stale.
@@ -440,23 +496,6 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[dotted] = value
     return flat
-
-
-def _redact(data: Any, key: str = "") -> Any:
-    if isinstance(data, dict):
-        return {k: _redact(v, str(k)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_redact(v, key) for v in data]
-    lowered = key.lower()
-    # A key that names an environment variable (api_key_env) holds no secret itself.
-    if lowered.endswith("_env"):
-        return data
-    # Match whole words, so that max_tokens (a number, not a token) is kept.
-    words = _KEY_WORDS.findall(lowered)
-    joined = {"_".join(words[i : i + 2]) for i in range(len(words))}
-    if any(w in words or w in joined for w in SECRET_WORDS):
-        return "***"
-    return data
 
 
 # ----------------------------------------------------------------------------- error messages
@@ -492,7 +531,7 @@ def _describe(
             allowed = sorted({*allowed, *also})
         return f"{where}: unknown key '{key}' (allowed here: {', '.join(allowed)})"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    shown = "" if isinstance(value, dict) else f" (got {redact_at(key.split('.'), value)!r})"
     message = str(err["msg"]).removeprefix("Value error, ")  # pydantic's wrapping of our own
     return f"{where}: {key}: {message}{shown}"
 

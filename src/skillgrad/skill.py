@@ -47,6 +47,11 @@ _LIST_NUMBER_RE = re.compile(r"^\s*\d+[.)]")
 # Words (split into pieces of at most 6 characters) and single punctuation marks: close to, and
 # usually a little above, what BPE tokenizers of current chat models count for English.
 _TOKEN_RE = re.compile(r"[^\W_]{1,6}|[^\w\s]|_")
+# Control bytes no text file holds (tab, newline, form feed and carriage return aside). In UTF-8
+# they never occur inside a multi-byte character, so the bytes can be searched before decoding.
+_BINARY_RE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+# A skill is a system prompt: a megabyte is some 250,000 tokens, beyond any model's context.
+MAX_SKILL_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -203,17 +208,29 @@ def estimate_tokens(text: str) -> int:
 
 
 def read_skill_file(path: Path) -> str:
-    """Read a skill file; a missing, empty or non-UTF-8 file raises :class:`DataError` naming it."""
+    """Read a skill file; a missing, empty, binary, oversized or non-UTF-8 file raises
+    :class:`DataError` naming it."""
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
+        # One byte past the cap at most: /dev/zero or a huge file is never read whole.
+        with Path(path).open("rb") as handle:
+            data = handle.read(MAX_SKILL_BYTES + 1)
     except FileNotFoundError:
         raise DataError(f"{path}: skill file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read skill file ({exc.strerror or exc})") from None
+    if len(data) > MAX_SKILL_BYTES:
+        raise DataError(f"{path}: skill file is larger than {MAX_SKILL_BYTES:,} bytes; a skill "
+                        "is a system prompt and must fit in the target's context")
+    binary = _BINARY_RE.search(data)
+    if binary is not None:
+        raise DataError(f"{path}: skill file is binary, not text (control byte "
+                        f"0x{binary.group()[0]:02x} at offset {binary.start()})")
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(
             f"{path}: skill file is not valid UTF-8 (bad byte at offset {exc.start})"
         ) from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read skill file ({exc.strerror or exc})") from None
     if not text.strip():
         raise DataError(f"{path}: skill file is empty")
     return text

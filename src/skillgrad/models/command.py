@@ -7,6 +7,10 @@ gets a fresh workspace holding the skill as a skill file with YAML front matter 
 agent looks for skills), the program is started there from an argv template (never through a
 shell), and its stdout is the answer: plain text, one JSON object, or JSON lines.
 
+What the program prints is shown in error messages only after every credential in its
+environment (a variable named like a key or token, a URL's password) is scrubbed from it: agent
+CLIs tend to repeat the key they were refused with.
+
 Token usage is whatever the program reports; when it reports none, both counts are estimated
 as characters // 4 (the prompt from the skill plus the task, the completion from the answer),
 so metering stays meaningful but approximate.
@@ -22,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -31,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.redact import masked_values, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +155,7 @@ class CommandModel:
         self._options = options
         self._argv = argv  # argv[0] resolved against the config folder when it is a path
         self._env = env
+        self._secrets = masked_values(env)
         self._program = Path(options.argv[0]).name
         self.identity: str = "command|" + json.dumps(
             {"argv": options.argv, "skill_file": options.skill_file,
@@ -229,8 +236,12 @@ class CommandModel:
             _stop_group(proc)
         return proc.returncode, out, err
 
+    def _clean(self, text: str) -> str:
+        return redact_text(text, self._secrets)
+
     def _raise_for_exit(self, code: int, out: bytes, err: bytes) -> None:
-        tail = (err or out).decode("utf-8", errors="replace").strip()[-_TAIL:]
+        text = self._clean((err or out).decode("utf-8", errors="replace"))
+        tail = text.strip()[-_TAIL:]
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         message = f"command {self._program!r} {how}" + (f": {tail}" if tail else " (no output)")
         if code in self._options.transient_exit_codes:
@@ -247,28 +258,26 @@ class CommandModel:
             try:
                 event = json.loads(stdout)
             except json.JSONDecodeError:
-                raise FatalModelError(
-                    f"command {self._program!r}: output is not JSON: {_excerpt(stdout)}"
-                ) from None
+                raise FatalModelError(f"command {self._program!r}: output is not JSON: "
+                                      f"{_excerpt(self._clean(stdout))}") from None
             if not isinstance(event, dict):
-                raise FatalModelError(
-                    f"command {self._program!r}: output is not a JSON object: {_excerpt(stdout)}"
-                )
+                raise FatalModelError(f"command {self._program!r}: output is not a JSON "
+                                      f"object: {_excerpt(self._clean(stdout))}")
             events = [event]
         else:
-            events = _json_lines(stdout)
+            events = _json_lines(stdout, self._clean)
         texts = [t for t in (_dig(e, opts.text_field) for e in events) if isinstance(t, str)]
         if not texts:
             raise FatalModelError(
                 f"command {self._program!r}: no text at {opts.text_field!r} in the "
-                f"{opts.output} output: {_excerpt(stdout)}"
+                f"{opts.output} output: {_excerpt(self._clean(stdout))}"
             )
         usages = [u for u in (_dig(e, opts.usage_field) for e in events) if isinstance(u, dict)]
         usage = sum((_usage(u) for u in usages), Usage()) if usages else None
         return texts[-1].strip(), usage
 
 
-def _json_lines(stdout: str) -> list[dict[str, Any]]:
+def _json_lines(stdout: str, clean: Callable[[str], str]) -> list[dict[str, Any]]:
     events = []
     for line in stdout.splitlines():
         if not line.strip():
@@ -276,7 +285,7 @@ def _json_lines(stdout: str) -> list[dict[str, Any]]:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:  # CLIs print the odd warning among their events
-            log.debug("command backend: skipped a non-JSON line: %s", line[:200])
+            log.debug("command backend: skipped a non-JSON line: %s", clean(line)[:200])
             continue
         if isinstance(event, dict):
             events.append(event)

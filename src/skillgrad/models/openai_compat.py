@@ -8,11 +8,15 @@ retries, backoff, concurrency limits and ``<think>`` stripping belong to the sha
 :class:`~skillgrad.models.client.ModelClient` above it.
 
 The API key is read from the environment variable named by ``api_key_env`` when the model is
-created; it is never a config value and never appears in a log line, an error or ``identity``.
+created; it is never a config value. It, and every other credential the options carry (a URL's
+password or key-like query parameters, headers not known to be harmless, secret fields of the
+extra body), never appears in an error, in ``endpoint`` or in ``identity``: they are built from
+redacted values (:mod:`skillgrad.redact`), and a server's own error text is scrubbed of them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -23,14 +27,29 @@ import time
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import openai
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.redact import (
+    HARMLESS_HEADERS,
+    masked_values,
+    redact,
+    redact_query,
+    redact_text,
+    url_secrets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +58,7 @@ _MAX_SERVER_MESSAGE = 300
 # Statuses the SDK itself would retry: request timeout, lock conflict, rate limit, 5xx.
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+_IPV4_LIKE = re.compile(r"[0-9.]+")
 
 
 class OpenAICompatibleOptions(BaseModel):
@@ -76,6 +96,15 @@ class OpenAICompatibleOptions(BaseModel):
     azure_endpoint: str | None = Field(
         None, description="Azure resource URL, e.g. https://NAME.openai.azure.com")
 
+    @field_validator("base_url", "azure_endpoint")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        problem = None if value is None else url_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; expected an http:// or https:// URL with a host, "
+                             "e.g. http://127.0.0.1:8000/v1")
+        return value
+
     @model_validator(mode="after")
     def _endpoint_given(self) -> OpenAICompatibleOptions:
         if self.azure_api_version is not None and not self.azure_endpoint:
@@ -91,13 +120,66 @@ class OpenAICompatibleOptions(BaseModel):
 # ----------------------------------------------------------------------------- helpers
 
 
+def url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as an endpoint, or ``None``. The answer never quotes the
+    URL: a part of it may be a password."""
+    if not url.strip() or any(ch.isspace() or not ch.isprintable() for ch in url):
+        return "is empty or holds spaces or control characters"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # urlsplit's only complaint: a bad IPv6 address or unbalanced [ ]
+        return "has a malformed host (an IPv6 address goes in brackets: http://[::1]:8000/v1)"
+    if parts.scheme not in ("http", "https"):
+        return "does not start with http:// or https://"
+    if not parts.hostname:
+        return "has no host"
+    if _IPV4_LIKE.fullmatch(parts.hostname) and not _is_ipv4(parts.hostname):
+        return "has a malformed host (not an IPv4 address)"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        return "has an invalid port (a number from 1 to 65535 after the host)"
+    return None
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def public_url(url: str) -> str:
-    """``url`` without user:password, so it can be shown and used as a key."""
+    """``url`` without user:password and with key-like query values masked, so it can be
+    shown and used as a key."""
     parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url.rstrip("/")
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=host)).rstrip("/")
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=host, query=redact_query(parts.query))).rstrip("/")
+
+
+def split_query(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its query and fragment, and the query's parameters.
+
+    The SDK appends the route to the base URL as text (``/v1?sig=X`` would become
+    ``/v1?sig=Xchat/completions``), so a query given in the base URL is sent as the client's
+    default query instead."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(query="", fragment="")), query
+
+
+def secret_values(options: OpenAICompatibleOptions, key: str) -> list[str]:
+    """Every credential ``options`` carry, with the API key: what a server's error text is
+    scrubbed of before it is shown."""
+    found = [key] if key != PLACEHOLDER_KEY else []
+    for url in (options.base_url, options.azure_endpoint):
+        found += url_secrets(url) if url else []
+    found += [v for k, v in options.extra_headers.items() if k.lower() not in HARMLESS_HEADERS]
+    found += masked_values(options.extra_body, "extra_body")
+    return found
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -121,15 +203,13 @@ def parse_retry_after(headers: Any) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def _server_message(exc: openai.APIStatusError, key: str) -> str:
-    """The server's own error text (key scrubbed), shortened for a one-line error."""
+def _server_message(exc: openai.APIStatusError, secrets: list[str]) -> str:
+    """The server's own error text (credentials scrubbed), shortened for a one-line error."""
     body = exc.body
     text: Any = body.get("message") if isinstance(body, dict) else body
     if not text:
         text = exc.message
-    text = " ".join(str(text).split())
-    if key and key != PLACEHOLDER_KEY:
-        text = text.replace(key, "***")
+    text = redact_text(" ".join(str(text).split()), secrets)
     if len(text) > _MAX_SERVER_MESSAGE:
         text = text[: _MAX_SERVER_MESSAGE - 3] + "..."
     return text
@@ -168,14 +248,14 @@ class OpenAICompatibleModel:
         self.endpoint = endpoint
         self.identity = self._identity(options, endpoint)
         self._client = client
-        self._key = api_key
+        self._secrets = secret_values(options, api_key)
         self._usage_warned = False
         self._lock = threading.Lock()
 
     @staticmethod
     def _identity(o: OpenAICompatibleOptions, endpoint: str) -> str:
         parts = ["openai_compatible", endpoint, o.model,
-                 json.dumps(o.extra_body, sort_keys=True, default=str),
+                 json.dumps(redact(o.extra_body, "extra_body"), sort_keys=True, default=str),
                  str(o.reasoning_effort), str(o.temperature), str(o.max_tokens),
                  o.structured_output]
         if o.azure_api_version:
@@ -196,8 +276,8 @@ class OpenAICompatibleModel:
                 f"{self.endpoint}: no answer within {self.options.timeout:g}s") from None
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise TransientModelError(
-                f"{self.endpoint}: connection failed ({type(cause).__name__}: {cause})") from None
+            reason = redact_text(f"{type(cause).__name__}: {cause}", self._secrets)
+            raise TransientModelError(f"{self.endpoint}: connection failed ({reason})") from None
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             # The SDK raises a bare JSONDecodeError for a 200 whose JSON body is cut off.
             raise TransientModelError(
@@ -288,7 +368,7 @@ class OpenAICompatibleModel:
 
     def _status_error(self, exc: openai.APIStatusError) -> Exception:
         status = exc.status_code
-        detail = _server_message(exc, self._key)
+        detail = _server_message(exc, self._secrets)
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
             # Never repeat the server's text here: some servers echo the key they were sent.
             env = self.options.api_key_env
@@ -324,13 +404,15 @@ def _make_client(options: OpenAICompatibleOptions, key: str) -> tuple[openai.Ope
     """The SDK client (never retrying: the shared layer does) and the endpoint it talks to."""
     # The options validator guarantees an endpoint: Azure's, or base_url.
     if options.azure_api_version is not None and options.azure_endpoint:
+        url, query = split_query(options.azure_endpoint)
         client: openai.OpenAI = openai.AzureOpenAI(
-            azure_endpoint=options.azure_endpoint, api_version=options.azure_api_version,
-            api_key=key, max_retries=0, timeout=options.timeout)
+            azure_endpoint=url, api_version=options.azure_api_version, api_key=key,
+            max_retries=0, timeout=options.timeout, default_query=query or None)
         return client, public_url(options.azure_endpoint)
     base_url = options.base_url or ""
-    client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0,
-                           timeout=options.timeout)
+    url, query = split_query(base_url)
+    client = openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=options.timeout,
+                           default_query=query or None)
     return client, public_url(base_url)
 
 
