@@ -110,8 +110,10 @@ def test_no_secret_reaches_the_run_directory_the_cache_or_the_console(tmp_path: 
     with FakeOpenAIServer(responder=_toy_responder) as server:
         cfg = toy_config(work, model=secret_roles(server.url, cache))
         server.push(Fault.status(503, echo_of(*TARGET_SECRETS)))  # retried, and logged
-        trained = cli("train", str(cfg), "--out", "run", cwd=work, env=env)
+        # -v: the console logs each HTTP request's URL too
+        trained = cli("train", str(cfg), "--out", "run", "-v", cwd=work, env=env)
         assert trained.returncode == 0, trained.stderr
+        assert "HTTP Request" in trained.stderr + trained.stdout
         assert "retry" in trained.stderr and "bad request: *** *** ***" in trained.stderr
         resumed = cli("train", str(cfg), "--out", "run", cwd=work, env=env)
         assert resumed.returncode == 0, resumed.stderr  # same fingerprint: nothing to redo
@@ -265,6 +267,31 @@ def test_duplicates_are_refused_in_a_base_file_at_the_top_and_in_an_override(
         load_config(child)
     with pytest.raises(ConfigError, match=r"^--set train: duplicate key 'seed' at lines 1 and 1"):
         load_config(None, ["train={seed: 1, seed: 2}"])
+
+
+def test_a_scripted_models_script_may_not_name_a_key_twice(tmp_path: Path) -> None:
+    from skillgrad.models.scripted import read_script
+
+    script = tmp_path / "script.yaml"
+    script.write_text("default: a\nreplies: [x]\ndefault: b\n")
+    with pytest.raises(ConfigError, match=r"script\.yaml: duplicate key 'default' at lines 1 and 3"):
+        read_script(script)
+
+
+def test_a_change_in_a_masked_value_says_so_when_resume_is_refused(toy_dir: Path) -> None:
+    from skillgrad.errors import RunDirError
+    from skillgrad.rundir import RunDir
+    from skillgrad.state import claim_run
+
+    def config(password: str) -> Any:
+        url = f"http://user:{password}@127.0.0.1:9/v1"
+        return load_config(toy_config(toy_dir, model={"target": {
+            "backend": "openai_compatible", "base_url": url, "model": "m"}}))
+
+    run = RunDir(toy_dir / "run")
+    claim_run(run, config("first"), "0", allow_change=False)
+    with pytest.raises(RunDirError, match=r"different config \(a masked value differs: a URL"):
+        claim_run(run, config("second"), "0", allow_change=False)
 
 
 def test_a_merge_key_may_still_be_overridden(tmp_path: Path) -> None:

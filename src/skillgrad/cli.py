@@ -24,6 +24,7 @@ from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import load_config
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
+from skillgrad.redact import RedactingFilter
 from skillgrad.rundir import RunDir
 
 app = typer.Typer(
@@ -59,8 +60,9 @@ def _root(
         "--verbose", "-v", help="Log progress (before or after the command).")] = False,
 ) -> None:
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(message)s",
-                        handlers=[RichHandler(console=console, show_path=False)])
+    handler = RichHandler(console=console, show_path=False)
+    handler.addFilter(RedactingFilter())  # other libraries log URLs (httpx: every request's)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler])
 
 
 class ProgressCallback(TrainerCallback):

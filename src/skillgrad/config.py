@@ -30,6 +30,7 @@ from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
 from skillgrad.models.accounting import Budget, Prices
 from skillgrad.redact import redact, redact_at
+from skillgrad.yamlfile import DuplicateKeyError, load_yaml_text
 
 # ----------------------------------------------------------------------------- sections
 
@@ -358,61 +359,6 @@ def _validate_section(
 
 
 # ----------------------------------------------------------------------------- YAML and overrides
-
-
-class DuplicateKeyError(ConfigError):
-    """A YAML mapping names one key twice."""
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that names one key twice.
-
-    PyYAML itself keeps the last value silently (``num_epochs: 2`` and later ``num_epochs: 3``
-    in one section trains 3 epochs), so a typo or a bad merge of two configs changes a run
-    without a word. Keys brought in by a ``<<`` merge may be overridden, as YAML intends."""
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        self._check_keys(node, (), set())
-        return super().construct_document(node)
-
-    def _check_keys(self, node: yaml.Node, path: tuple[str, ...], seen: set[int]) -> None:
-        if id(node) in seen:  # an alias of a node already checked (or a recursive one)
-            return
-        seen.add(id(node))
-        if isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._check_keys(item, (*path, str(i)), seen)
-        if not isinstance(node, yaml.MappingNode):
-            return
-        lines: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                self._check_keys(value_node, path, seen)
-                continue
-            key = self.construct_object(key_node) if isinstance(key_node, yaml.ScalarNode) else None
-            dotted = (*path, str(key))
-            line = key_node.start_mark.line + 1
-            if key is not None and key in lines:
-                raise DuplicateKeyError(
-                    f"duplicate key '{'.'.join(dotted)}' at lines {lines[key]} and {line} "
-                    "(each key may appear once in a mapping)")
-            if key is not None:
-                lines[key] = line
-            self._check_keys(value_node, dotted, seen)
-
-
-def load_yaml_text(text: str, source: str) -> Any:
-    """Parse one YAML document with :class:`UniqueKeyLoader`; every problem is a
-    :class:`ConfigError` that names ``source`` (a file, or ``--set KEY``) and the line."""
-    try:
-        return yaml.load(text, Loader=UniqueKeyLoader)
-    except DuplicateKeyError as exc:
-        raise DuplicateKeyError(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
 
 
 def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str]) -> dict[str, Any]:

@@ -157,7 +157,7 @@ def _config_changes(run: RunDir, resolved: ResolvedConfig, shown: int = 3) -> st
     if not isinstance(previous, dict):
         return ""  # no readable record of the old config: the refusal still stands
     changes = config_changes(previous, resolved.redacted())
-    if not changes:
-        return ""
+    if not changes:  # the fingerprint differs in what the record masks
+        return " (a masked value differs: a URL credential, a header or a secret field)"
     more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
     return f" ({'; '.join(changes[:shown])}{more})"

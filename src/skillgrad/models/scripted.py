@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillgrad.errors import ConfigError, ScriptExhausted
 from skillgrad.models.messages import ChatRequest, Completion, Usage
+from skillgrad.yamlfile import load_yaml_text
 
 Reply = str | dict[str, Any] | list[Any] | Completion
 
@@ -133,11 +133,11 @@ class ScriptFile(BaseModel):
 def read_script(path: Path) -> ScriptFile:
     """Read a YAML or JSON script file."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml_text(path.read_text(encoding="utf-8"), str(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: script file not found") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a valid YAML script ({exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a valid YAML script (not UTF-8 text)") from None
     try:
         return ScriptFile.model_validate(raw or {})
     except ValueError as exc:
