@@ -1,5 +1,6 @@
 """The ``skillgrad`` command line. The console belongs here: progress bars, tables, and one-line
-errors (tracebacks only with ``--debug``)."""
+errors (tracebacks only with ``--debug``). (Over the house limit of ~400 lines: every command and
+all that it prints stay in the one module that owns the console.)"""
 
 from __future__ import annotations
 
@@ -264,6 +265,14 @@ def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> N
     )
     if run.summary_path.exists():
         _print_summary(json.loads(run.summary_path.read_text(encoding="utf-8")), run_dir)
+        return
+    # Not finished (still training, or stopped): what the checkpoint knows of the same.
+    from skillgrad.summary import model_usage
+
+    unusable = [r for r in state.history if r.unusable]
+    _print_unusable(sum(r.n_parse_errors for r in state.history), len(unusable),
+                    unusable[-1] if unusable else None)
+    _print_usage(model_usage(state.meter))
 
 
 models_app = typer.Typer(help="Embedded models: list them, install their weights.",
@@ -365,15 +374,42 @@ def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         for k, v in counts.items():
             decisions[k] = decisions.get(k, 0) + v
     out_console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "none"))
-    for role, usage in summary.get("models", {}).items():
-        cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
-        cached = f" ({usage['cached']} from cache)" if usage.get("cached") else ""
-        out_console.print(f"{role}: {usage['calls']} calls{cached}, {usage['prompt_tokens']} "
-                          f"prompt + {usage['completion_tokens']} completion tokens, "
-                          f"{usage['seconds']:.0f} s{cost}")
+    edits = summary.get("edits", {})
+    _print_unusable(edits.get("parse_errors", 0), edits.get("unusable_steps", 0))
+    _print_usage(summary.get("models", {}))
     if not summary.get("gate", {}).get("use_gate", True):
         out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
     out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
+
+
+def _print_unusable(parse_errors: int, steps: int, last: StepRecord | None = None) -> None:
+    """The optimizer replies that could not be used, when there were any: analyst replies
+    that failed to parse, the steps in which none could be used, and (when the records are at
+    hand) the last such step's error."""
+    if not parse_errors:
+        return
+    line = f"optimizer: {parse_errors} analyst replies could not be used (parse errors)"
+    if steps:
+        line += f"; {steps} step{'s' if steps != 1 else ''} without a usable reply"
+    if last is not None:
+        line += f", the last (step {last.global_step}): {last.unusable}"
+    out_console.print(f"[yellow]{escape(line)}[/yellow]")
+
+
+def _print_usage(models: dict[str, Any]) -> None:
+    """One line per role: calls, tokens, time, cost, and every attempt sent by outcome."""
+    for role, usage in models.items():
+        cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
+        cached = f" ({usage['cached']} from cache)" if usage.get("cached") else ""
+        line = (f"{role}: {usage['calls']} calls{cached}, {usage['prompt_tokens']} prompt + "
+                f"{usage['completion_tokens']} completion tokens, {usage['seconds']:.0f} s{cost}")
+        attempts = usage.get("attempts") or {}
+        if attempts:
+            kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in attempts.items())
+            line += f"; {sum(attempts.values())} attempts ({kinds})"
+        if usage.get("cut_off_dropped"):
+            line += f"; {usage['cut_off_dropped']} replies dropped, cut off at the token limit"
+        out_console.print(escape(line))
 
 
 def _fail(message: str, code: int, hint: str = "") -> None:

@@ -98,6 +98,9 @@ class OptimizerSection(Section):
     skill_aware_appendix_source: Literal["both", "failure_only"] = "both"
     skill_aware_consolidate_threshold: int = Field(
         8, ge=2, description="reminders in the appendix before one call consolidates them")
+    max_unusable_steps: int | None = Field(
+        3, ge=1, description="stop the run (resumable) after this many steps in a row in which "
+        "no analyst reply could be used (every one failed to parse); null: never stop")
 
     @model_validator(mode="after")
     def _consistent(self) -> OptimizerSection:
@@ -207,12 +210,14 @@ class SkillgradConfig(Section):
         return self
 
 
-# Keys that may change between a run and its resumption without changing its result.
+# Keys that may change between a run and its resumption without changing its result. (The
+# limits that only stop a run, a prompt too large for the window or an optimizer gone silent,
+# are among them: raising one is how a stopped run goes on.)
 RESUME_SAFE = tuple(
     f"model.{role}.{key}" for role in ("target", "optimizer")
     for key in ("concurrency", "max_retries", "retry_base_delay", "budget.", "prices.", "cache",
-                "cache_dir", "timeout")
-) + ("execution.",)
+                "cache_dir", "timeout", "context_tokens")
+) + ("execution.", "optimizer.max_unusable_steps")
 
 
 # ----------------------------------------------------------------------------- resolved config

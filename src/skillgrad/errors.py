@@ -41,11 +41,17 @@ class ModelError(SkillgradError):
 
 
 class TransientModelError(ModelError):
-    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection."""
+    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection.
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    ``kind`` names the failure for the attempt counts of the summary (``rate_limit``,
+    ``server_error``, ``timeout``, ``connection``, ``bad_reply``, ``bogus_truncation``);
+    a backend that does not say is counted under ``transient``."""
+
+    def __init__(self, message: str, retry_after: float | None = None,
+                 kind: str = "transient") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.kind = kind
 
 
 class FatalModelError(ModelError):

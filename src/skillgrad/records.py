@@ -244,6 +244,9 @@ class StepRecord(Record):
     reason: str = ""
     changes: tuple[str, ...] = ()
     n_refused: int = 0  # edits refused before rollout (they quote a training item, ...)
+    # Why no analyst reply of the step could be used (every one failed to parse): the first
+    # error and how the reply began; empty when one could, or none was asked for.
+    unusable: str = ""
 
 
 class RejectedStep(Record):

@@ -1,5 +1,6 @@
-"""The run summary (``summary.json``): scores and deltas, decisions per epoch, time and model
-usage per stage and role."""
+"""The run summary (``summary.json``): scores and deltas, decisions per epoch, the optimizer
+replies that could not be used, time and model usage per stage and role (every attempt a model
+was sent, by outcome: answered, each kind of transient failure, fatal)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from skillgrad.config import ResolvedConfig
-from skillgrad.models.client import Meter
+from skillgrad.models.client import ATTEMPT_KINDS, Meter
 from skillgrad.records import EvalScore
 from skillgrad.settings import gate_rule
 from skillgrad.stages.gate import GateRule
@@ -82,6 +83,7 @@ def build_summary(
             "applied_fuzzy": sum(r.n_fuzzy for r in state.history),
             "skipped": sum(r.n_skipped for r in state.history),
             "parse_errors": sum(r.n_parse_errors for r in state.history),
+            "unusable_steps": sum(1 for r in state.history if r.unusable),
         },
         "wall_seconds": round(state.wall_seconds, 3),
         "stage_seconds": state.stage_seconds,
@@ -117,7 +119,20 @@ def model_usage(meter: dict[str, Any]) -> dict[str, Any]:
             "cached": total.cached,
             "retries": total.retries,
             "errors": total.errors,
-            "stages": {s: {k: (round(v, 3) if isinstance(v, float) else v)
-                           for k, v in vars(c).items()} for s, c in stages.items()},
+            "attempts": ordered_attempts(total.attempts),
+            "cut_off_dropped": total.cut_off_dropped,
+            "stages": {s: _stage_usage(c) for s, c in stages.items()},
         }
     return out
+
+
+def _stage_usage(counts: Any) -> dict[str, Any]:
+    return {k: (round(v, 3) if isinstance(v, float) else
+                ordered_attempts(v) if isinstance(v, dict) else v)
+            for k, v in vars(counts).items()}
+
+
+def ordered_attempts(attempts: dict[str, int]) -> dict[str, int]:
+    """Attempt counts by outcome, in the order of ATTEMPT_KINDS (other kinds after them)."""
+    order = {kind: i for i, kind in enumerate(ATTEMPT_KINDS)}
+    return dict(sorted(attempts.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))

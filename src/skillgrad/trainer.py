@@ -5,7 +5,9 @@ skill, slow update). Each stage is a pure function of its inputs and the model i
 file writes go through :class:`~skillgrad.rundir.RunDir`.
 
 Nothing enters the current skill without the gate: step candidates and slow updates alike go
-through :meth:`Trainer._adopt`. (Over the house limit of ~400 lines because the loop, its
+through :meth:`Trainer._adopt`. An optimizer none of whose replies can be used for
+``optimizer.max_unusable_steps`` steps in a row stops the run (:class:`OptimizerUnusable`)
+rather than train on in silence. (Over the house limit of ~400 lines because the loop, its
 epoch-level work and the bookkeeping they share read best in one place.)
 """
 
@@ -62,6 +64,22 @@ from skillgrad.summary import build_summary
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_QUOTED = 60  # characters of an unusable reply quoted in the step's record
+
+
+class OptimizerUnusable(RunStopped):
+    """No analyst reply could be used for ``optimizer.max_unusable_steps`` steps in a row. The
+    run stopped after the last step's checkpoint; the same command resumes it."""
+
+
+def unusable_reason(patches: Sequence[Patch]) -> str:
+    """Why none of a step's analyst replies (``patches``) can be used: the first one's error
+    and how that reply began; "" when one can, or none was asked for."""
+    if not patches or not all(p.error for p in patches):
+        return ""
+    first = patches[0]
+    began = " ".join((first.raw or "").split())[:_QUOTED]
+    return f"{first.error}; the reply began {began!r}"
 
 
 class Trainer:
@@ -149,6 +167,7 @@ class Trainer:
             more = [p for j, out in enumerate(outs) for p in self._reflect(
                 out, skill, self._batch(j)[1], k)]
             made.append((more, self._propose(skill, more, budget, results)))
+        unusable = unusable_reason([p for asked, _ in made for p in asked])
         screened_out = None
         if len(made) > 1:
             tasks = [t for j in range(self.cfg.train.accumulation) for t in self._batch(j)[0]]
@@ -175,11 +194,12 @@ class Trainer:
         folder.gate(decision)
 
         record = self._record(results, patches, proposal, decision, budget,
-                              time.monotonic() - started)
+                              time.monotonic() - started, unusable)
         folder.record(record)
         self._commit(record, proposal, decision)
         for cb in self.callbacks:
             cb.on_step_end(record)
+        self._stop_if_unusable()
         return record
 
     def epoch_update(self) -> EpochUpdate | None:
@@ -263,6 +283,22 @@ class Trainer:
             note=f"slow-update guidance {guidance!r} ({decision.reason})"))
         self.run.event("slow_update", epoch=s.epoch, decision=decision)
         return decision, guidance
+
+    def _stop_if_unusable(self) -> None:
+        """Stop (after the checkpoint) when the last ``optimizer.max_unusable_steps`` steps
+        had no usable analyst reply: more steps would only pay for more of the same."""
+        limit = self.cfg.optimizer.max_unusable_steps
+        history = self._require_state().history
+        streak = next((n for n, r in enumerate(reversed(history)) if not r.unusable),
+                      len(history))
+        if limit is None or streak < limit:
+            return
+        last = history[-1]
+        replies = sum(r.n_parse_errors for r in history[-streak:])
+        raise OptimizerUnusable(
+            f"the optimizer gave no usable reply in {streak} steps in a row (global steps "
+            f"{last.global_step - streak + 1}-{last.global_step}, {replies} analyst replies; "
+            f"optimizer.max_unusable_steps: {limit}); the last step's first error: {last.unusable}")
 
     def _epoch_started(self, epoch: int) -> None:
         s = self._require_state()
@@ -384,7 +420,8 @@ class Trainer:
             s.rejected.append(rejected)
 
     def _record(self, results: list[RolloutResult], patches: list[Patch], proposal: Proposal,
-                decision: GateDecision, budget: int, seconds: float) -> StepRecord:
+                decision: GateDecision, budget: int, seconds: float,
+                unusable: str = "") -> StepRecord:
         s = self._require_state()
         n = len(results) or 1
         return StepRecord(
@@ -402,7 +439,7 @@ class Trainer:
             n_reminders=len(proposal.reminders),
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
-            changes=proposal.changes(), n_refused=len(proposal.refused),
+            changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
         )
 
     def _start_or_resume(self) -> TrainerState:

@@ -7,8 +7,11 @@ the expected shape, and, if that fails, the model is asked once more with the pa
 A reply cut off by the token limit, or one that ran away (repeated one sentence or phrase over
 and over, see :func:`find_runaway`), is never used. It is retried once, differently: the model
 is told what went wrong, sees only the start of its reply, and is asked at a temperature of at
-least :data:`RETRY_TEMPERATURE` so that a greedy loop does not come back word for word. The
-retry depends only on the replies, so a recorded run replays.
+least :data:`RETRY_TEMPERATURE` so that a greedy loop does not come back word for word. A reply
+that was only cut off is also given room to finish: twice the token limit, up to
+:data:`RETRY_MAX_TOKENS`. If that reply is cut off too, it is dropped and the drop is counted
+(``cut_off_dropped`` of the stage, through :class:`~skillgrad.models.base.Metered`). The retry
+depends only on the replies, so a recorded run replays.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any, Generic, TypeVar
 import json_repair
 from pydantic import BaseModel, ValidationError
 
-from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Message
+from skillgrad.models.base import ChatModel, Metered
+from skillgrad.models.messages import ChatRequest, Completion, Message
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -73,7 +76,11 @@ _ESCAPE = re.compile(r'\\[nrt"\\]')
 _UNESCAPE = {"\\n": " ", "\\r": " ", "\\t": " ", '\\"': '"', "\\\\": "\\"}
 
 RETRY_TEMPERATURE = 0.7
+# The most completion tokens a retry of a cut-off reply is given (twice the limit, up to this):
+# room to finish a long JSON reply without asking a small context window for the impossible.
+RETRY_MAX_TOKENS = 8192
 _SHOWN = 400  # characters of a runaway or cut-off reply shown back to the model
+_CUT_OFF = "reply was cut off"
 
 
 @dataclass(frozen=True)
@@ -276,8 +283,10 @@ def ask_json(
 
     A reply that runs away or is cut off at the token limit is not used, even if it parses; the
     retry names the problem, shows the start of the reply and raises the temperature to at
-    least :data:`RETRY_TEMPERATURE`. A reply that is not JSON of the expected shape is retried
-    with the parse error shown. The second reply is used only if it has none of these problems.
+    least :data:`RETRY_TEMPERATURE`; a cut-off one is also given twice the token limit (see
+    :func:`more_room`). A reply that is not JSON of the expected shape is retried with the
+    parse error shown. The second reply is used only if it has none of these problems; one
+    still cut off is counted as dropped (``cut_off_dropped``).
     """
     schema = schema or strict_schema(shape.model_json_schema())
     raw = ""
@@ -305,17 +314,7 @@ def ask_json(
                             "Reply again with only the JSON object."),
                 ]
             continue
-        if runaway is not None:
-            until = " until the token limit" if completion.truncated else ""
-            problem = f"runaway (repeated text): {runaway.description}{until}"
-            note = (f"Your reply repeated itself ({runaway.description}){until} and could not "
-                    "be used.")
-            shown = raw[: min(runaway.clean_end, _SHOWN)]
-        else:
-            limit = f" ({max_tokens} tokens)" if max_tokens else ""
-            problem = f"reply was cut off at the token limit{limit}"
-            note = f"Your reply was too long: it was cut off at the token limit{limit}."
-            shown = raw[:_SHOWN]
+        problem, note, shown, room = _cut_or_runaway(completion, runaway, max_tokens)
         if attempt == 1:
             retried = problem
             messages = [
@@ -325,14 +324,50 @@ def ask_json(
                         "field short; reply with only the JSON object."),
             ]
             temperature = max(temperature or 0.0, RETRY_TEMPERATURE)
+            max_tokens = room or max_tokens
+    if problem.startswith(_CUT_OFF) and isinstance(model, Metered):
+        model.count_outcome("cut_off_dropped")
     return JsonReply(None, raw, _final_error(problem, retried), 2, retried)
+
+
+
+def _cut_or_runaway(completion: Completion, runaway: _Runaway | None, max_tokens: int | None
+                    ) -> tuple[str, str, str, int | None]:
+    """What is wrong with a reply that ran away or was cut off: the problem (for the record),
+    the note that tells the model, the start of the reply shown back to it, and the larger
+    token limit a retry gets (a reply that was only cut off: :func:`more_room`)."""
+    raw = completion.text
+    if runaway is not None:
+        until = " until the token limit" if completion.truncated else ""
+        return (f"runaway (repeated text): {runaway.description}{until}",
+                f"Your reply repeated itself ({runaway.description}){until} and could not be "
+                "used.", raw[: min(runaway.clean_end, _SHOWN)], None)
+    limit = f" ({max_tokens} tokens)" if max_tokens else ""
+    note = f"Your reply was too long: it was cut off at the token limit{limit}."
+    room = more_room(max_tokens, completion)
+    if room is not None:
+        note += f" This time you have {room} tokens."
+    return f"{_CUT_OFF} at the token limit{limit}", note, raw[:_SHOWN], room
+
+
+def more_room(max_tokens: int | None, completion: Completion) -> int | None:
+    """The completion limit a retry of a cut-off reply gets: twice the one it was cut off at
+    (the reply's own length when no limit was sent), at most :data:`RETRY_MAX_TOKENS`; ``None``
+    when that is no more than before (the retry then has the same limit)."""
+    base = max_tokens or completion.usage.completion_tokens
+    room = min(2 * base, RETRY_MAX_TOKENS)
+    return room if room > (max_tokens or base) and base > 0 else None
 
 
 def _final_error(problem: str, first: str | None) -> str:
     """The last reply's problem, and the first one's when it differs in kind."""
-    if first is None or first.split(":")[0] == problem.split(":")[0]:
+    if first is None or _head(first) == _head(problem):
         return problem
     kinds = {"runaway (repeated text)": "ran away (repeated text)",
              "reply is not valid JSON of the expected shape": "was not valid JSON"}
-    head = first.split(":")[0]
-    return f"{problem}; the first reply {kinds.get(head, 'was too long')}"
+    return f"{problem}; the first reply {kinds.get(_head(first), 'was too long')}"
+
+
+def _head(problem: str) -> str:
+    """The kind of a problem: its text before the details (a cut-off's limit included)."""
+    return _CUT_OFF if problem.startswith(_CUT_OFF) else problem.split(":")[0]

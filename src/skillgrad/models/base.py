@@ -24,6 +24,17 @@ class ChatModel(Protocol):
     def complete(self, request: ChatRequest) -> Completion: ...
 
 
+@runtime_checkable
+class Metered(Protocol):
+    """A model that also counts what its callers made of its replies: the client's
+    :class:`~skillgrad.models.client.StageModel` (a bare backend counts nothing).
+
+    Contract: ``count_outcome(name)`` adds one to the count ``name`` of the role and stage
+    (``cut_off_dropped``: a JSON reply given up because it was cut off at the token limit)."""
+
+    def count_outcome(self, name: str) -> None: ...
+
+
 def non_text_parts(request: ChatRequest) -> list[str]:
     """The types of the content parts of ``request`` that are not text (``image_url``, ...).
 

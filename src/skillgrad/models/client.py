@@ -1,6 +1,6 @@
-"""The shared layer every backend sits behind: retries with backoff, a concurrency limit per
-endpoint, metering (calls, tokens, latency, cost), budgets, a response cache, and a journal of
-completed calls.
+"""The shared layer every backend sits behind: the prompt-size guard, retries with backoff, a
+concurrency limit per endpoint, metering (calls, tokens, latency, cost, every attempt by its
+outcome), budgets, a response cache, and a journal of completed calls.
 
 The journal is what makes a run resumable at any instant: every successful call is appended to
 the journal of the current scope (one step, the initial evaluation, the final evaluation)
@@ -18,13 +18,14 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import ConfigError, ModelError, TransientModelError
 from skillgrad.models.accounting import Budget, BudgetExhausted, Prices
 from skillgrad.models.base import ChatModel
+from skillgrad.models.limits import PromptTooLarge, check_prompt
 from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.models.store import ResponseCache, request_key
 
@@ -41,6 +42,12 @@ def strip_think(text: str) -> str:
 # ----------------------------------------------------------------------------- metering
 
 
+# The outcomes an attempt is counted under: answered, a transient failure by its kind (see
+# TransientModelError), or a fatal one. Summaries list them in this order.
+ATTEMPT_KINDS = ("ok", "rate_limit", "server_error", "timeout", "connection", "bad_reply",
+                 "bogus_truncation", "transient", "fatal")
+
+
 @dataclass
 class StageMeter:
     calls: int = 0
@@ -52,10 +59,18 @@ class StageMeter:
     errors: int = 0
     replayed: int = 0  # served from the journal of a resumed step (paid for before)
     cached: int = 0  # served from the response cache (free: no tokens or cost counted)
+    cut_off_dropped: int = 0  # JSON replies given up because they were cut off (ask_json)
+    # Every attempt sent to the model, by outcome (ATTEMPT_KINDS): what the endpoint saw.
+    attempts: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: StageMeter) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, dict):
+                for kind, n in theirs.items():
+                    mine[kind] = mine.get(kind, 0) + n
+            else:
+                setattr(self, f.name, mine + theirs)
 
 
 @dataclass
@@ -72,7 +87,15 @@ class Meter:
         with self._lock:
             e = self.entry(role, stage)
             for name, value in counts.items():
+                if not isinstance(getattr(e, name, None), (int, float)):
+                    raise ValueError(f"meter: no count named {name!r}")
                 setattr(e, name, getattr(e, name) + value)
+
+    def attempt(self, role: str, stage: str, kind: str) -> None:
+        """Count one attempt sent to the model and its outcome (one of ATTEMPT_KINDS)."""
+        with self._lock:
+            attempts = self.entry(role, stage).attempts
+            attempts[kind] = attempts.get(kind, 0) + 1
 
     def totals(self, role: str | None = None) -> StageMeter:
         total = StageMeter()
@@ -83,7 +106,8 @@ class Meter:
         return total
 
     def to_json(self) -> dict[str, Any]:
-        return {r: {s: vars(e).copy() for s, e in st.items()} for r, st in self.stages.items()}
+        return {r: {s: {**vars(e), "attempts": dict(e.attempts)} for s, e in st.items()}
+                for r, st in self.stages.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Meter:
@@ -161,11 +185,13 @@ class CallJournal:
 
 
 class ModelClient:
-    """One role's model behind retries, a concurrency limit, metering, a budget, a response
-    cache and the journal.
+    """One role's model behind the prompt-size guard, retries, a concurrency limit, metering,
+    a budget, a response cache and the journal.
 
     ``limit`` is the semaphore of the model's endpoint; pass the same one to every client of
-    one endpoint so that they share it (see :class:`EndpointLimits`).
+    one endpoint so that they share it (see :class:`EndpointLimits`). The model's window is its
+    ``context_tokens`` attribute, named in errors by its ``context_key`` option; a model
+    without one gets the hard cap on characters (:mod:`skillgrad.models.limits`).
     """
 
     def __init__(
@@ -210,6 +236,7 @@ class ModelClient:
     def call(
         self, request: ChatRequest, *, stage: str, journal: CallJournal | None = None
     ) -> Completion:
+        self._check_size(request, stage)
         key = request_key(self.role, request)
         journal = journal if journal is not None else self.journal
         if journal is not None:
@@ -239,6 +266,20 @@ class ModelClient:
                      "request": request.model_dump(mode="json")}
             journal.record(key, entry, completion)
         return completion
+
+    def _check_size(self, request: ChatRequest, stage: str) -> None:
+        """Refuse a request that cannot fit the model's window before anything else: checked
+        for journaled and cached answers too, so a run behaves the same with or without them."""
+        try:
+            check_prompt(request, getattr(self.model, "context_tokens", None),
+                         getattr(self.model, "count_tokens", None))
+        except PromptTooLarge as exc:
+            raise self._located(exc, stage) from None
+
+    def _located(self, exc: PromptTooLarge, stage: str) -> PromptTooLarge:
+        key = getattr(self.model, "context_key", None)
+        return exc.at(role=self.role, stage=stage,
+                      setting=f"model.{self.role}.{key}" if key else None)
 
     def _check_budget(self, journal: CallJournal | None) -> None:
         if self.budget is None:
@@ -270,9 +311,12 @@ class ModelClient:
         while True:
             try:
                 with self._limit:
-                    return self.model.complete(request)
+                    completion = self.model.complete(request)
+                self.meter.attempt(self.role, stage, "ok")
+                return completion
             except TransientModelError as exc:
                 self.meter.record(self.role, stage, errors=1)
+                self.meter.attempt(self.role, stage, exc.kind)
                 if attempt >= self.max_retries:
                     raise ModelError(
                         f"{self.role} model failed after {attempt + 1} attempts: {exc}"
@@ -284,8 +328,12 @@ class ModelClient:
                 self.meter.record(self.role, stage, retries=1)
                 self._sleep(delay)
                 attempt += 1
+            except PromptTooLarge as exc:  # the backend's own count (its tokenizer) refused it
+                self.meter.record(self.role, stage, errors=1)
+                raise self._located(exc, stage) from None
             except ModelError:
                 self.meter.record(self.role, stage, errors=1)
+                self.meter.attempt(self.role, stage, "fatal")
                 raise
 
     def _meter(self, stage: str, usage: Usage, seconds: float, replayed: int = 0) -> None:
@@ -330,3 +378,8 @@ class StageModel:
 
     def complete(self, request: ChatRequest) -> Completion:
         return self.client.call(request, stage=self.stage, journal=self.journal)
+
+    def count_outcome(self, name: str) -> None:
+        """Count what became of a reply (``cut_off_dropped``: see
+        :class:`~skillgrad.models.base.Metered`) under this stage."""
+        self.client.meter.record(self.client.role, self.stage, **{name: 1})

@@ -11,13 +11,17 @@ configured. Two properties shape how it is used:
 * Structured output is enforced by a grammar compiled from the request's JSON schema, so the
   optimizer's replies parse even from a small model.
 
-One model instance does one call at a time (llama.cpp contexts are not thread-safe).
+One model instance does one call at a time (llama.cpp contexts are not thread-safe). Its window
+is ``n_ctx``: the client refuses a longer prompt before the call (counted with this model's own
+tokenizer near the limit), and what llama.cpp itself refuses as too long is refused the same way.
+A reply cut off here is always genuine: no transport lies between the model and skillgrad.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,12 +30,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillgrad.errors import ConfigError, DataError, FatalModelError
 from skillgrad.models.base import non_text_parts, refuse_tools
+from skillgrad.models.limits import PromptTooLarge
 from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = 'pip install "skillgrad[local]"'
+# llama-cpp-python's refusal of a prompt longer than the window (its own exact count).
+_TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
 
 class EmbeddedOptions(BaseModel):
@@ -57,7 +64,11 @@ class EmbeddedOptions(BaseModel):
 
 
 class EmbeddedModel:
-    """A llama.cpp model in this process; satisfies :class:`~skillgrad.models.base.ChatModel`."""
+    """A llama.cpp model in this process; satisfies :class:`~skillgrad.models.base.ChatModel`.
+
+    ``context_tokens`` (``n_ctx``) and ``count_tokens`` let the client check a prompt's size."""
+
+    context_key = "n_ctx"  # the option that states the window, named in refusals
 
     def __init__(self, path: Path, options: EmbeddedOptions) -> None:
         try:
@@ -73,6 +84,7 @@ class EmbeddedModel:
         self.identity = (f"embedded|{path.name}|{path.stat().st_size}|{options.seed}|"
                          f"{options.temperature}|{options.max_tokens}")
         self.endpoint = f"embedded:{path}"
+        self.context_tokens = options.n_ctx
         threads = options.n_threads or os.cpu_count() or 1
         self._lock = threading.Lock()
         self._llama = Llama(model_path=str(path), n_ctx=options.n_ctx, n_threads=threads,
@@ -105,6 +117,10 @@ class EmbeddedModel:
             try:
                 out: Any = self._llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt does not fit the context window
+                too_long = _TOO_LONG.search(str(exc))
+                if too_long:
+                    raise PromptTooLarge(int(too_long.group(1)), int(too_long.group(2)),
+                                         "tokens", estimated=False) from exc
                 raise FatalModelError(f"embedded model: {exc}") from exc
         choice = out["choices"][0]
         usage = out.get("usage") or {}
@@ -115,7 +131,6 @@ class EmbeddedModel:
             finish_reason=choice.get("finish_reason") or "stop",
             model=self.path.name,
         )
-
 
     def reset(self) -> None:
         """Forget the cached prompt: the next call evaluates its whole prompt (benchmarks)."""
@@ -128,7 +143,10 @@ class EmbeddedModel:
             return [int(t) for t in self._llama._input_ids]
 
     def count_tokens(self, text: str) -> int:
-        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        """``text``'s length in this model's tokens (the client's check of a prompt near the
+        window); waits for a call in progress, since llama.cpp objects are not thread-safe."""
+        with self._lock:
+            return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 def _message(m: Message) -> dict[str, Any]:

@@ -3,8 +3,11 @@
 
 This is the forward pass's device driver: it turns a :class:`ChatRequest` into one HTTP call
 and the reply into a :class:`Completion`, and maps every failure onto the two error families of
-:mod:`skillgrad.errors`. It never retries (the SDK client is built with ``max_retries=0``):
-retries, backoff, concurrency limits and ``<think>`` stripping belong to the shared
+:mod:`skillgrad.errors`, naming its kind (rate limit, 5xx, timeout, connection, a broken reply).
+A reply that says it was cut off at the token limit far below that limit is such a broken
+reply (:func:`~skillgrad.models.limits.bogus_truncation`), not the model's answer. It never
+retries (the SDK client is built with ``max_retries=0``): retries, backoff, concurrency limits,
+the prompt-size guard and ``<think>`` stripping belong to the shared
 :class:`~skillgrad.models.client.ModelClient` above it.
 
 The API key is read from the environment variable named by ``api_key_env`` when the model is
@@ -12,6 +15,9 @@ created; it is never a config value. It, and every other credential the options 
 password or key-like query parameters, headers not known to be harmless, secret fields of the
 extra body), never appears in an error, in ``endpoint`` or in ``identity``: they are built from
 redacted values (:mod:`skillgrad.redact`), and a server's own error text is scrubbed of them.
+
+(Over the house limit of ~400 lines: the checks of the options' URLs and credentials stay next
+to the one model that uses them.)
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from pydantic import (
 )
 
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
+from skillgrad.models.limits import bogus_truncation
 from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.redact import (
     HARMLESS_HEADERS,
@@ -88,6 +95,9 @@ class OpenAICompatibleOptions(BaseModel):
         "chat_template_kwargs: {enable_thinking: false}")
     extra_headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(120.0, gt=0.0, description="seconds to wait for one reply")
+    context_tokens: int | None = Field(
+        None, ge=1, description="the model's context window in tokens: a longer prompt is "
+        "refused before it is sent; unset: only prompts over 4,000,000 characters are")
     structured_output: Literal["json_schema", "json_object", "none"] = Field(
         "json_schema", description="how a request's JSON schema is passed: as response_format "
         "json_schema (non-strict), as json_object, or not at all")
@@ -240,13 +250,17 @@ class OpenAICompatibleModel:
         identity: a stable description of what answers (endpoint, model and every option that
             changes replies); a response-cache key. Never contains the key.
         endpoint: the server URL; calls to one endpoint share one concurrency limit.
+        context_tokens: the model's window (the option), checked by the client before a call.
     """
+
+    context_key = "context_tokens"  # the option that states the window, named in refusals
 
     def __init__(self, options: OpenAICompatibleOptions, client: openai.OpenAI, api_key: str,
                  endpoint: str) -> None:
         self.options = options
         self.endpoint = endpoint
         self.identity = self._identity(options, endpoint)
+        self.context_tokens = options.context_tokens
         self._client = client
         self._secrets = secret_values(options, api_key)
         self._usage_warned = False
@@ -273,15 +287,18 @@ class OpenAICompatibleModel:
             raise self._status_error(exc) from None
         except openai.APITimeoutError:
             raise TransientModelError(
-                f"{self.endpoint}: no answer within {self.options.timeout:g}s") from None
+                f"{self.endpoint}: no answer within {self.options.timeout:g}s",
+                kind="timeout") from None
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             reason = redact_text(f"{type(cause).__name__}: {cause}", self._secrets)
-            raise TransientModelError(f"{self.endpoint}: connection failed ({reason})") from None
+            raise TransientModelError(f"{self.endpoint}: connection failed ({reason})",
+                                      kind="connection") from None
         except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
             # The SDK raises a bare JSONDecodeError for a 200 whose JSON body is cut off.
             raise TransientModelError(
-                f"{self.endpoint}: unusable reply ({type(exc).__name__})") from None
+                f"{self.endpoint}: unusable reply ({type(exc).__name__})",
+                kind="bad_reply") from None
         return self._to_completion(response, request)
 
     # ------------------------------------------------------------------------- request
@@ -330,16 +347,38 @@ class OpenAICompatibleModel:
         # JSON of the wrong shape as a ChatCompletion built without validation (any field may
         # be missing or of the wrong type): all of that is a broken reply, not an answer.
         if not isinstance(response, ChatCompletion):
-            raise TransientModelError(f"{self.endpoint}: unusable reply (not a chat completion)")
+            raise TransientModelError(f"{self.endpoint}: unusable reply (not a chat completion)",
+                                      kind="bad_reply")
         try:
-            return self._convert(response, request)
+            completion = self._convert(response, request)
         except (ValidationError, AttributeError, TypeError, IndexError) as exc:
             raise TransientModelError(
-                f"{self.endpoint}: unusable reply ({type(exc).__name__})") from None
+                f"{self.endpoint}: unusable reply ({type(exc).__name__})",
+                kind="bad_reply") from None
+        if completion.truncated:
+            self._check_cut(response, request)
+        return completion
+
+    def _check_cut(self, response: ChatCompletion, request: ChatRequest) -> None:
+        """Raise a transient error for a reply that says it was cut off at the token limit
+        far below that limit: a proxy or server broke it (see
+        :func:`~skillgrad.models.limits.bogus_truncation`). Judged only on the usage the
+        server reported, never on an estimate."""
+        usage = response.usage
+        limit = self.options.max_tokens if self.options.max_tokens is not None else (
+            request.max_tokens)
+        why = bogus_truncation(
+            usage.completion_tokens if usage is not None else None, limit,
+            prompt_tokens=usage.prompt_tokens if usage is not None else None,
+            context_tokens=self.context_tokens)
+        if why is not None:
+            raise TransientModelError(f"{self.endpoint}: broken reply: {why}",
+                                      kind="bogus_truncation")
 
     def _convert(self, response: ChatCompletion, request: ChatRequest) -> Completion:
         if not response.choices or response.choices[0].message is None:
-            raise TransientModelError(f"{self.endpoint}: unusable reply (no choices)")
+            raise TransientModelError(f"{self.endpoint}: unusable reply (no choices)",
+                                      kind="bad_reply")
         choice = response.choices[0]
         message = choice.message
         text = message.content or ""
@@ -381,8 +420,14 @@ class OpenAICompatibleModel:
         if status in _TRANSIENT_STATUSES or status >= 500:
             return TransientModelError(
                 f"{self.endpoint}: HTTP {status}: {detail}",
-                retry_after=parse_retry_after(exc.response.headers))
+                retry_after=parse_retry_after(exc.response.headers), kind=_status_kind(status))
         return FatalModelError(f"{self.endpoint} rejected the request (HTTP {status}): {detail}")
+
+
+def _status_kind(status: int) -> str:
+    """The kind a transient HTTP status is counted under."""
+    return {429: "rate_limit", 408: "timeout"}.get(
+        status, "server_error" if status >= 500 else "transient")
 
 
 # ----------------------------------------------------------------------------- backend

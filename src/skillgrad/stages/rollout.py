@@ -1,7 +1,9 @@
 """Rollout: the forward pass. The frozen target model does a batch of tasks with the skill.
 
 One skill version's tasks run back to back, so a local backend can reuse the processed skill
-prefix. A model failure propagates (it is never a score); a wrong answer is a scored result.
+prefix. A model failure propagates (it is never a score); a wrong answer is a scored result. A
+task too large for the target's context window is neither: its refusal propagates too, naming
+the task, and no environment's input is cut to make it fit.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from skillgrad.envs.base import Environment
 from skillgrad.models.base import ChatModel
+from skillgrad.models.limits import PromptTooLarge
 from skillgrad.parallel import fan_out
 from skillgrad.records import EvalScore, RolloutResult, Task
 
@@ -26,7 +29,10 @@ def rollout(
     """Roll out every task with ``skill``; results come back in task order."""
 
     def one(task: Task) -> RolloutResult:
-        result = env.rollout(task, skill, model)
+        try:
+            result = env.rollout(task, skill, model)
+        except PromptTooLarge as exc:
+            raise exc.at(task=task.id) from exc
         if result.task_id != task.id:
             raise RuntimeError(f"environment returned task {result.task_id!r} for {task.id!r}")
         if on_result is not None:

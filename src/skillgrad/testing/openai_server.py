@@ -11,7 +11,9 @@ OpenAI-compatible server does, so a backend is exercised over real HTTP through 
 Each request body is recorded in ``requests`` (and its headers in ``headers``). A request is
 answered by the next queued :class:`Fault` if there is one, else by ``responder(body)``: a
 string is the reply text, a dict is sent verbatim as the response body (build one with
-:func:`completion_body`). The default responder echoes the last user message.
+:func:`completion_body`). The default responder echoes the last user message. ``faults``, a
+function of the request body, may choose a fault for any request the queue does not answer
+(faults at a seeded rate, say).
 
 Stopping never waits on a client: hanging handlers wake up, and idle keep-alive connections are
 closed, so ``stop()`` returns promptly and leaves no thread behind.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import struct
 import sys
 import threading
 from collections import deque
@@ -34,7 +37,8 @@ from typing import Any, Literal
 log = logging.getLogger(__name__)
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
-FaultKind = Literal["status", "hang", "malformed", "truncated", "text"]
+FaultKind = Literal["status", "hang", "malformed", "truncated", "text", "reset"]
+FaultChooser = Callable[[dict[str, Any]], "Fault | None"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
                 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
@@ -45,7 +49,7 @@ class Fault:
     """One scripted answer that overrides the responder for a single request.
 
     Build one with the class methods: :meth:`status`, :meth:`hang`, :meth:`malformed`,
-    :meth:`truncated`, :meth:`text`.
+    :meth:`truncated`, :meth:`bogus_truncation`, :meth:`text`, :meth:`reset`.
     """
 
     kind: FaultKind
@@ -57,6 +61,7 @@ class Fault:
     reply: str = ""
     body: str = '{"id": "chatcmpl-broken", "choices": ['
     content_type: str = "application/json"
+    completion_tokens: int | None = None  # the usage reported (default: 4 characters a token)
 
     @classmethod
     def status(
@@ -82,14 +87,26 @@ class Fault:
         return cls("malformed", body=body, content_type=content_type)
 
     @classmethod
-    def truncated(cls, text: str) -> Fault:
-        """A reply cut off by the token limit (``finish_reason="length"``)."""
-        return cls("truncated", reply=text)
+    def truncated(cls, text: str, completion_tokens: int | None = None) -> Fault:
+        """A reply cut off by the token limit (``finish_reason="length"``), reporting
+        ``completion_tokens`` (default: 4 characters a token)."""
+        return cls("truncated", reply=text, completion_tokens=completion_tokens)
+
+    @classmethod
+    def bogus_truncation(cls, text: str = "The", completion_tokens: int = 1) -> Fault:
+        """What a broken proxy returns: ``finish_reason="length"`` after a token or so, far
+        below any completion limit the request set."""
+        return cls("truncated", reply=text, completion_tokens=completion_tokens)
 
     @classmethod
     def text(cls, text: str) -> Fault:
         """A normal reply with this exact text (a ``<think>`` block, say)."""
         return cls("text", reply=text)
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """The connection is reset (TCP RST) once the request has been read; no answer."""
+        return cls("reset")
 
 
 def completion_body(
@@ -144,6 +161,9 @@ class _Answer:
     content_type: str = "application/json"
 
 
+_RESET = _Answer(0, b"")  # not sent: the handler resets the connection instead
+
+
 def _json_answer(status: int, data: Any, headers: tuple[tuple[str, str], ...] = ()) -> _Answer:
     return _Answer(status, json.dumps(data).encode(), headers)
 
@@ -168,17 +188,20 @@ class FakeOpenAIServer:
             header differs get a 401.
         host, port: where to listen; port 0 picks a free port.
         models: the ids ``GET /v1/models`` lists.
+        faults: ``body -> Fault | None``, asked for every chat request no queued fault
+            answers; ``None`` lets the responder answer.
     """
 
     def __init__(
         self, responder: Responder | None = None, *, latency: float = 0.0,
         api_key: str | None = None, host: str = "127.0.0.1", port: int = 0,
-        models: Iterable[str] = ("fake",),
+        models: Iterable[str] = ("fake",), faults: FaultChooser | None = None,
     ) -> None:
         self.responder: Responder = responder or echo_last_user
         self.latency = latency
         self.api_key = api_key
         self.models = tuple(models)
+        self.faults = faults
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._address = (host, port)
@@ -275,6 +298,8 @@ class FakeOpenAIServer:
         if self.latency and self._stopping.wait(self.latency):
             return None
         fault = self._next_fault()
+        if fault is None and self.faults is not None:
+            fault = self.faults(body)
         if fault is not None:
             return self._fault_answer(fault, body)
         return self._reply(self.responder(body), body)
@@ -295,18 +320,23 @@ class FakeOpenAIServer:
             return self._reply(self.responder(body), body)
         if fault.kind == "malformed":
             return _Answer(200, fault.body.encode(), content_type=fault.content_type)
+        if fault.kind == "reset":
+            return _RESET
         finish = "length" if fault.kind == "truncated" else "stop"
-        return self._reply(fault.reply, body, finish_reason=finish)
+        return self._reply(fault.reply, body, finish_reason=finish,
+                           completion_tokens=fault.completion_tokens)
 
     @staticmethod
     def _reply(
-        reply: str | dict[str, Any], body: dict[str, Any], finish_reason: str = "stop"
+        reply: str | dict[str, Any], body: dict[str, Any], finish_reason: str = "stop",
+        completion_tokens: int | None = None,
     ) -> _Answer:
         if isinstance(reply, dict):
             return _json_answer(200, reply)
         prompt_chars = sum(len(_message_text(m)) for m in _messages(body))
         data = completion_body(reply, model=str(body.get("model", "fake")),
-                               finish_reason=finish_reason, prompt_tokens=prompt_chars // 4)
+                               finish_reason=finish_reason, prompt_tokens=prompt_chars // 4,
+                               completion_tokens=completion_tokens)
         return _json_answer(200, data)
 
 
@@ -391,6 +421,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, answer: _Answer | None) -> None:
         if answer is None:
             self.close_connection = True
+            return
+        if answer is _RESET:
+            # Linger 0: closing sends RST, not FIN; the client's read fails with a reset.
+            self.close_connection = True
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
             return
         self.send_response(answer.status)
         for name, value in answer.headers:
