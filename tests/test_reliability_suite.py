@@ -74,7 +74,7 @@ class Tally:
             f"to the uninterrupted run's result (killed in: {scopes})",
             f"bad inputs: {refused + len(self.not_one_line)} refused with no traceback, "
             f"{refused} of them in one line ({kinds_refused}); "
-            f"{len(self.not_one_line)} in more lines (known defects)",
+            f"{len(self.not_one_line)} in more lines",
         ]
 
 
@@ -377,15 +377,6 @@ def test_the_kill_instants_cover_the_whole_run(
 # ============================================================================= bad inputs
 
 CORPUS = yaml.safe_load((TESTS / "fixtures" / "bad_inputs" / "corpus.yaml").read_text())
-DEFECTS = {
-    "blank-first": "an error raised while the progress display is up (loading data and skill "
-                   "files, building the trainer, claiming the run directory) is preceded by an "
-                   "empty line on stderr",
-    "usage-box": "a command-line usage error prints click's usage box (Usage, Try '--help', "
-                 "a framed message: 5 lines) instead of one error line",
-    "multi-line-message": "a scripted model with no reply left fails with the whole prompt in "
-                          "its message, so the error line is followed by ~40 more",
-}
 PR_CAPBSET_DROP = 24
 BYPASS_PERMISSIONS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
@@ -509,14 +500,7 @@ def check_error_lines(proc: subprocess.CompletedProcess[str], case: dict[str, An
     TALLY.refused[case["id"].split("-")[0]] += 1
 
 
-def _param(case: dict[str, Any]) -> Any:
-    defect = case.get("defect")
-    marks = [pytest.mark.xfail(strict=True, raises=NotOneLine, reason=DEFECTS[defect])
-             ] if defect else []
-    return pytest.param(case, id=case["id"], marks=marks)
-
-
-@pytest.mark.parametrize("case", [_param(c) for c in CORPUS])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in CORPUS])
 def test_a_bad_input_is_refused_in_one_line(case: dict[str, Any], refusals: dict[str, Any]
                                             ) -> None:
     if case["id"] not in refusals:
@@ -545,6 +529,5 @@ def test_the_corpus_holds_every_kind_of_bad_input() -> None:
     assert len(ids) == len(set(ids)) and len(ids) >= 40
     assert set(kinds) == {"config", "data", "skill", "cli", "reply", "fs"}
     assert min(kinds.values()) >= 6, kinds
-    assert {c.get("defect") for c in CORPUS} <= {None, *DEFECTS}
     assert all(c["says"] and set(c) <= {"id", "args", "says", "files", "code", "stops", "run",
-                                        "read_only", "show", "defect"} for c in CORPUS)
+                                        "read_only", "show"} for c in CORPUS)

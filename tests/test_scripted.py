@@ -113,13 +113,14 @@ def test_exhausted_shows_the_prompt_and_call_number() -> None:
     assert "Which river flows through Vienna?" in message
 
 
-def test_exhausted_shortens_a_long_prompt() -> None:
-    prompt = "HEAD" + "x" * 5000 + "TAIL"
-    with pytest.raises(ScriptExhausted) as info:
+def test_exhausted_says_in_one_line_how_the_prompt_begins_and_logs_it_whole(
+        caplog: pytest.LogCaptureFixture) -> None:
+    prompt = "HEAD\nof it " + "x" * 5000 + "TAIL"
+    with caplog.at_level("INFO"), pytest.raises(ScriptExhausted) as info:
         ask(ScriptedModel(), prompt)
     message = str(info.value)
-    assert "HEAD" in message and "TAIL" in message and "[...]" in message
-    assert len(message) < 2500
+    assert "\n" not in message and "HEAD of it xxx" in message and len(message) < 250
+    assert prompt in caplog.text
 
 
 def test_calls_are_recorded() -> None:

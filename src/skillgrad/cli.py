@@ -19,6 +19,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import _click
 
 from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
@@ -27,6 +28,9 @@ from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.redact import RedactingFilter
 from skillgrad.rundir import RunDir
+
+# The click inside typer: its usage error is what a mistyped command line raises.
+UsageError = _click.exceptions.UsageError
 
 app = typer.Typer(
     name="skillgrad",
@@ -116,8 +120,11 @@ class ProgressCallback(TrainerCallback):
 
 
 def _progress() -> Progress:
+    # Bars only on a terminal: elsewhere the live display ends in an empty line, which would
+    # stand before an error line; the step lines are printed either way.
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
+                    TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
 
 
 @app.command()
@@ -446,11 +453,23 @@ def _explain(exc: Exception) -> tuple[str, int, str]:
 def main() -> None:
     args = _global_options_first(sys.argv[1:])
     try:
-        app(args=args)
+        # Not standalone: click would print a usage error as a framed box of five lines.
+        code = typer.main.get_command(app).main(args=args, prog_name="skillgrad",
+                                                standalone_mode=False)
+    except _click.exceptions.NoArgsIsHelpError as exc:  # bare "skillgrad": its help
+        out_console.print(exc.ctx.get_help())
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        command = exc.ctx.command_path.partition(" ")[2] if exc.ctx is not None else ""
+        _fail(f"{exc.format_message()} (see: skillgrad {command} --help)".replace("  ", " "),
+              exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
     except (_Stopped, SkillgradError, OSError) as exc:
         if "--debug" in args:
             raise
         _fail(*_explain(exc))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

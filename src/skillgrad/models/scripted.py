@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from skillgrad.errors import ConfigError, ScriptExhausted
 from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.yamlfile import load_yaml_text
+
+log = logging.getLogger(__name__)
 
 Reply = str | dict[str, Any] | list[Any] | Completion
 
@@ -102,10 +105,13 @@ class ScriptedModel:
             return self._replies.pop(0)
         if self._default is not None:
             return self._default
-        shown = prompt if len(prompt) <= 2000 else prompt[:1000] + "\n[...]\n" + prompt[-1000:]
+        # One line for the error; the whole prompt, to write the missing rule from, in the log.
+        log.info("scripted model: no reply for call #%d; the prompt was:\n%s",
+                 len(self.calls), prompt)
+        opening = " ".join(prompt.split())[:100]
         raise ScriptExhausted(
-            f"scripted model has no reply for call #{len(self.calls)}; the prompt was:\n{shown}"
-        )
+            f"scripted model has no reply for call #{len(self.calls)} (the prompt begins "
+            f"{opening!r}; -v logs it whole)")
 
     @staticmethod
     def _to_completion(reply: Reply, prompt: str) -> Completion:
