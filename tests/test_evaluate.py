@@ -19,3 +19,13 @@ def test_eval_keeps_the_split_cap(toy_dir: Path, split: str, section: str, key: 
     capped = evaluate_skill(load_config(toy_config(toy_dir, **{section: {key: 2}})), None,
                             split, toy_dir / "capped")
     assert full["n"] > 2 and capped["n"] == 2
+
+
+def test_eval_out_naming_a_file_is_refused_and_the_file_kept(toy_dir: Path) -> None:
+    from skillgrad.errors import RunDirError
+
+    notes = toy_dir / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(RunDirError, match=r"notes\.txt: is a file, not a folder"):
+        evaluate_skill(load_config(toy_config(toy_dir)), None, "test", notes)
+    assert notes.read_text() == "mine"

@@ -10,7 +10,7 @@ from typing import Any
 from skillgrad import __version__
 from skillgrad.build import build_client, build_environment
 from skillgrad.config import ResolvedConfig
-from skillgrad.errors import DataError
+from skillgrad.errors import DataError, RunDirError
 from skillgrad.models.client import CallJournal
 from skillgrad.rundir import WorkDir
 from skillgrad.settings import split_cap
@@ -34,6 +34,8 @@ def evaluate_skill(
     ``skill`` None scores the skill a training run would start from (``env.skill_init``, else
     the environment's shipped one); ``""`` scores no skill at all, the baseline. Model calls
     are journaled in ``out``, so an interrupted evaluation resumes for free."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"{out}: is a file, not a folder for the evaluation; use another --out")
     env = build_environment(resolved)
     if skill is None:
         skill = env.initial_skill()
