@@ -317,3 +317,25 @@ def test_debug_may_follow_the_subcommand(tmp_path: Path) -> None:
     proc = cli("train", str(tmp_path / "c.yaml"), "--debug")
     assert proc.returncode != 0 and "Traceback" in proc.stderr
     assert "No such option" not in proc.stderr
+
+
+def test_fit_as_a_library_call_locks_the_run_directory(toy_dir: Path) -> None:
+    from skillgrad.build import build_trainer
+    from skillgrad.config import load_config
+    from skillgrad.errors import RunDirError
+
+    run = toy_dir / "run"
+    run.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "f.write(f'{os.getpid()}\\n'); f.flush(); print('held', flush=True); time.sleep(30)"),
+        str(run / "run.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirError, match=f"in use.*{holder.pid}"):
+            build_trainer(load_config(toy_config(toy_dir)), run).fit()
+    finally:
+        holder.kill()
+        holder.wait()
+    # Its holder gone, the lock blocks nothing; a CLI start holding it already is no conflict.
+    assert build_trainer(load_config(toy_config(toy_dir)), run).fit()["test"]["best"]["n"] > 0

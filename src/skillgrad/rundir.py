@@ -49,6 +49,7 @@ CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 LOCK = "run.lock"
+_HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -341,12 +342,19 @@ class RunDir:
         once, with the holder's PID. The lock is an ``flock``, which the kernel drops when its
         holder dies, so the lock file a killed run leaves behind blocks nothing. A directory
         made here that holds only the lock at the end (a start that failed before writing
-        anything) is removed again."""
+        anything) is removed again. Taken again by the process that holds it (the command line
+        around ``Trainer.fit``, which takes it too), it is held already."""
+        key = self.root.resolve()
+        if key in _HELD:
+            yield
+            return
         made = self._check_writable()
         fh = self._acquire()
+        _HELD.add(key)
         try:
             yield
         finally:
+            _HELD.discard(key)
             if made and [p.name for p in self.root.iterdir()] == [LOCK]:
                 # Removed while still held, so that no other start can lock a file that is gone.
                 self.lock_path.unlink()

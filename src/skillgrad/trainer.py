@@ -116,9 +116,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
-        """Train to the end (or continue to it) and return the summary."""
+        """Train to the end (or continue to it) and return the summary. The run directory is
+        locked meanwhile: a second process training into it is refused."""
         try:
-            self._fit()
+            with self.run.lock():
+                self._fit()
         except RunStopped as exc:
             # The checkpoint of the last finished step and this step's call journal are on
             # disk: running again resumes here.
