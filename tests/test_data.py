@@ -50,7 +50,7 @@ def test_jsonl_with_blank_lines_and_bom(tmp_path: Path) -> None:
         ("bad.json", '[{"a": 1},', "invalid JSON at line 1"),
         ("lines.json", json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]), "name the file .jsonl"),
         ("scalar.json", "42", "top level is a number"),
-        ("strings.json", '["a", "b"]', "record index 0 is a string"),
+        ("strings.json", '["a", "b"]', "record 1 is a string"),
         ("list.jsonl", "[1, 2]\n", "line 1: expected a JSON object, got a list"),
         ("nolist.json", '{"meta": 1}', "none of the list keys"),
         ("twolists.json", '{"data": [], "items": []}', "several of the list keys"),

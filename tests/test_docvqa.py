@@ -146,7 +146,7 @@ def test_official_test_annotations_without_answers_are_refused(tmp_path: Path) -
     write_set(root / "train", "train_v1.0.json", 4)
     write_set(root / "val", "val_v1.0.json", 2, start=10)
     write_set(root / "test", "test_v1.0.json", 2, start=20, answers=False)
-    with pytest.raises(DataError, match=r"test_v1\.0\.json: record index 0: no 'answers' "
+    with pytest.raises(DataError, match=r"test_v1\.0\.json: record 1: no 'answers' "
                        r"\(the official DocVQA test annotations withhold"):
         DocVQAEnvironment.create(
             EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=root), DocVQAOptions(),
@@ -158,8 +158,8 @@ def test_duplicate_question_ids_across_splits(tmp_path: Path) -> None:
     write_set(root / "train", "train.json", 3)
     write_set(root / "val", "val.json", 1)  # same ids as train's first document
     write_set(root / "test", "test.json", 1, start=9)
-    with pytest.raises(DataError, match=r"val\.json: record index 0: questionId '1' duplicates "
-                       r".*train\.json: record index 0"):
+    with pytest.raises(DataError, match=r"val\.json: record 1: questionId '1' duplicates "
+                       r".*train\.json: record 1"):
         DocVQAEnvironment.create(
             EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=root), DocVQAOptions(),
             tmp_path)
@@ -172,16 +172,16 @@ def _edit(path: Path, change: Any) -> None:
 
 
 @pytest.mark.parametrize(("change", "problem"), [
-    (lambda o: o["data"][1].pop("question"), r"record index 1: key 'question' must be a "
+    (lambda o: o["data"][1].pop("question"), r"record 2: key 'question' must be a "
      r"non-empty string \(missing\)"),
-    (lambda o: o["data"][0].pop("questionId"), r"record index 0: key 'questionId'"),
-    (lambda o: o["data"][0].pop("image"), r"record index 0: key 'image' must be a path"),
-    (lambda o: o["data"][2].update(answers="$1"), r"record index 2: key 'answers' must be a "
+    (lambda o: o["data"][0].pop("questionId"), r"record 1: key 'questionId'"),
+    (lambda o: o["data"][0].pop("image"), r"record 1: key 'image' must be a path"),
+    (lambda o: o["data"][2].update(answers="$1"), r"record 3: key 'answers' must be a "
      r"non-empty list"),
-    (lambda o: o["data"][2].update(answers=[]), r"record index 2: key 'answers'"),
+    (lambda o: o["data"][2].update(answers=[]), r"record 3: key 'answers'"),
     (lambda o: o["data"][3].update(image="documents/nope.png"),
-     r"record index 3: image 'documents/nope.png' not found"),
-    (lambda o: o["data"][0].update(question_types="form"), r"record index 0: key 'question_types' must be a list"),
+     r"record 4: image 'documents/nope.png' not found"),
+    (lambda o: o["data"][0].update(question_types="form"), r"record 1: key 'question_types' must be a list"),
 ])
 def test_bad_records_name_the_file_and_record(data: Path, change: Any, problem: str) -> None:
     _edit(data, change)
@@ -191,7 +191,7 @@ def test_bad_records_name_the_file_and_record(data: Path, change: Any, problem: 
 
 @pytest.mark.parametrize(("content", "problem"), [
     ('{"dataset_name": "docvqa", "questions": []}', "top level is an object with none of"),
-    ('["a", "b"]', "record index 0 is a string"),
+    ('["a", "b"]', "record 1 is a string"),
     ("{", "invalid JSON"),
 ])
 def test_wrong_top_level_is_one_error_naming_the_file(tmp_path: Path, content: str,
@@ -204,7 +204,7 @@ def test_wrong_top_level_is_one_error_naming_the_file(tmp_path: Path, content: s
 
 def test_a_file_that_is_not_an_image_is_refused_at_load(data: Path) -> None:
     (data.parent / "documents" / "d000_p1.png").write_bytes(b"<html>not found</html>")
-    with pytest.raises(DataError, match=r"val_v1.0.json: record index 0: image "
+    with pytest.raises(DataError, match=r"val_v1.0.json: record 1: image "
                        r"'documents/d000_p1.png' is not a PNG, JPEG"):
         load_docvqa(data)
 
@@ -218,7 +218,7 @@ def test_tiff_without_pillow_is_refused_at_load(data: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     (data.parent / "documents" / "d001_p2.png").write_bytes(b"II*\x00" + b"\x00" * 64)
     monkeypatch.setitem(sys.modules, "PIL", None)  # as if Pillow were not installed
-    with pytest.raises(DataError, match=r"record index 3: image 'documents/d001_p2.png' is "
+    with pytest.raises(DataError, match=r"record 4: image 'documents/d001_p2.png' is "
                        r"TIFF, which OpenAI-compatible APIs do not accept; install Pillow"):
         load_docvqa(data)
 

@@ -205,7 +205,7 @@ def test_bad_game_records_name_the_file(tmp_path: Path, change: dict[str, Any],
                                         problem: str) -> None:
     record = {**_bundled_records()[0], **change}
     path = _write_games(tmp_path / "games.jsonl", [record])
-    with pytest.raises(DataError, match=f"games.jsonl: record 0.*{problem}"):
+    with pytest.raises(DataError, match=f"games.jsonl: line 1.*{problem}"):
         HouseholdEnvironment.create(EnvCommon(name="household"),
                                     HouseholdOptions(data_path=path), tmp_path)
 

@@ -92,7 +92,7 @@ def test_bad_items_name_the_file_and_item(tmp_path: Path, item: dict[str, Any],
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(item) + "\n")
     common = EnvCommon(name="math", split_ratio=(0.5, 0.25, 0.25))
-    with pytest.raises(DataError, match=f"bad.jsonl: item 0: {problem}"):
+    with pytest.raises(DataError, match=f"bad.jsonl: line 1: {problem}"):
         MathEnvironment.create(common, MathOptions(data_path=path), tmp_path)
 
 

@@ -103,7 +103,7 @@ def test_bad_items_name_the_file_and_item(tmp_path: Path, item: dict[str, Any],
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([item]))
     common = EnvCommon(name="mcq", split_ratio=(0.5, 0.25, 0.25))
-    with pytest.raises(DataError, match=f"bad.json: item 0: .*{problem}"):
+    with pytest.raises(DataError, match=f"bad.json: record 1: .*{problem}"):
         MCQEnvironment.create(common, MCQOptions(data_path=path), tmp_path)
 
 

@@ -93,7 +93,7 @@ def test_split_dir_mode(tmp_path: Path) -> None:
     env = QAEnvironment.create(common, QAOptions(), tmp_path)
     assert [t.id for t in env.tasks("val")] == ["r3", "r4"]
     write_jsonl(tmp_path / "test.jsonl", [rows[0]])  # the same id in train and test
-    with pytest.raises(DataError, match=r"test\.jsonl: record index 0: key 'id' 'r0' duplicates"):
+    with pytest.raises(DataError, match=r"test\.jsonl: line 1: key 'id' 'r0' duplicates"):
         QAEnvironment.create(common, QAOptions(), tmp_path)
 
 
@@ -139,16 +139,16 @@ def test_empty_split_names_split_and_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad", "fragment"),
     [
-        ({"answer": "x"}, "record index 3: key 'question' must be a non-empty string (missing)"),
-        ({"question": "q"}, "record index 3: missing key 'answer'"),
+        ({"answer": "x"}, "line 4: key 'question' must be a non-empty string (missing)"),
+        ({"question": "q"}, "line 4: missing key 'answer'"),
         ({"question": "q", "answers": ["x"]}, "found 'answers'"),
-        ({"question": "q", "answer": []}, "record index 3: key 'answer' must be"),
+        ({"question": "q", "answer": []}, "line 4: key 'answer' must be"),
         ({"question": "q", "answer": 1987}, "key 'answer' must be a non-empty string or"),
         ({"question": "q", "answer": ["ok", 3]}, "key 'answer'"),
         ({"question": "q", "answer": "x", "context": 5}, "key 'context' must be"),
         ({"question": "q", "answer": "x", "group": ["g"]}, "key 'group' must be"),
         ({"question": "q", "answer": "x", "id": ""}, "key 'id' must be"),
-        ({"id": "r0", "question": "q", "answer": "x"}, "record index 3: key 'id' 'r0' duplicates"),
+        ({"id": "r0", "question": "q", "answer": "x"}, "line 4: key 'id' 'r0' duplicates"),
     ],
 )
 def test_bad_records_name_file_index_and_key(tmp_path: Path, bad: dict, fragment: str) -> None:

@@ -53,7 +53,7 @@ def test_bad_items_name_the_file_and_item(tmp_path: Path, item: dict[str, Any],
     folder = tmp_path / "sq"
     shutil.copytree(FIXTURE, folder)
     (folder / "val" / "items.json").write_text(json.dumps([item]))
-    with pytest.raises(DataError, match=r"val/items.json: item 0: " + problem.replace("(", r"\(")):
+    with pytest.raises(DataError, match=r"val/items.json: record 1: " + problem.replace("(", r"\(")):
         make_env(folder)
 
 

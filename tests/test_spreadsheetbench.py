@@ -129,7 +129,7 @@ def test_damaged_zip_is_a_data_error_at_rollout(layout: Path) -> None:
 
 
 @pytest.mark.parametrize(("change", "problem"), [
-    (lambda d: d[0].pop("answer_position"), "item 0: missing answer_position"),
+    (lambda d: d[0].pop("answer_position"), "record 1: missing answer_position"),
     (lambda d: d[1].update(answer_position="Data!??"), "item 101-1: answer_position part"),
     (lambda d: d[2].update(spreadsheet_path="spreadsheet/nowhere"), "no test cases"),
 ])

@@ -47,6 +47,12 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 
     The result is never empty: a file with no records is an error.
     """
+    return [record for _, record in located_records(path)]
+
+
+def located_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`load_records` with where each record is, as every data error names it:
+    ``"<file>: line 5"`` in a JSONL file, ``"<file>: record 3"`` (1-based) in a JSON list."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in DATA_SUFFIXES:
@@ -77,8 +83,8 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
 
 
-def _parse_jsonl(path: Path, text: str) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+def _parse_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+    records: list[tuple[str, dict[str, Any]]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -90,11 +96,11 @@ def _parse_jsonl(path: Path, text: str) -> list[dict[str, Any]]:
             ) from None
         if not isinstance(obj, dict):
             raise DataError(f"{path}: line {lineno}: expected a JSON object, got {_kind(obj)}")
-        records.append(obj)
+        records.append((f"{path}: line {lineno}", obj))
     return records
 
 
-def _parse_json(path: Path, text: str) -> list[dict[str, Any]]:
+def _parse_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -114,10 +120,10 @@ def _parse_json(path: Path, text: str) -> list[dict[str, Any]]:
         obj = obj[found[0]]
     if not isinstance(obj, list):
         raise DataError(f"{path}: top level is {_kind(obj)}; expected a list of objects")
-    for index, item in enumerate(obj):
+    for n, item in enumerate(obj, 1):
         if not isinstance(item, dict):
-            raise DataError(f"{path}: record index {index} is {_kind(item)}; expected an object")
-    return obj
+            raise DataError(f"{path}: record {n} is {_kind(item)}; expected an object")
+    return [(f"{path}: record {n}", item) for n, item in enumerate(obj, 1)]
 
 
 def _kind(obj: Any) -> str:

@@ -49,7 +49,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split, single_turn
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path, skill_file
+from skillgrad.envs.data import (
+    SplitTasksMixin,
+    load_splits,
+    located_records,
+    resolve_path,
+    skill_file,
+)
 from skillgrad.envs.scoring import anls, anls_normalize, extract_final_answer, levenshtein
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
@@ -189,15 +195,15 @@ def _tiff_to_png(path: Path, data: bytes) -> bytes:
 
 def load_docvqa(path: Path) -> list[Task]:
     """The tasks of one DocVQA annotation file; any problem is one DataError naming the file
-    (and the record index), including a missing or unusable image."""
+    (and the record), including a missing or unusable image."""
     path = Path(path)
-    records = load_records(path)
-    tasks = [_task(raw, path, f"{path}: record index {i}") for i, raw in enumerate(records)]
+    records = located_records(path)
+    tasks = [_task(raw, path, where) for where, raw in records]
     checked: set[str] = set()  # pages carry several questions: read each header once
-    for i, task in enumerate(tasks):
+    for (where, _), task in zip(records, tasks, strict=True):
         image = task.metadata["image"]
         if image not in checked:
-            _check_image(Path(image), f"{path}: record index {i}", task.metadata["source"])
+            _check_image(Path(image), where, task.metadata["source"])
             checked.add(image)
     return tasks
 

@@ -23,7 +23,13 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, package_file, skill_file
+from skillgrad.envs.data import (
+    SplitTasksMixin,
+    load_splits,
+    located_records,
+    package_file,
+    skill_file,
+)
 from skillgrad.envs.household.agent import Playthrough, Settings, play
 from skillgrad.envs.household.engine import game_data, load_game
 from skillgrad.envs.household.generate import TASK_TYPES
@@ -118,8 +124,8 @@ class _Library:
 
     def load(self, path: Path) -> list[Task]:
         tasks = []
-        for n, record in enumerate(load_records(path)):
-            task, problem = game_record(record, f"{path}: record {n}")
+        for where, record in located_records(path):
+            task, problem = game_record(record, where)
             if task.reference["task_type"] in self.task_types:
                 self.problems[task.id] = (problem, task.reference["goal"])
                 tasks.append(task)

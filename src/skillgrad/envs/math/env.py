@@ -27,7 +27,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, single_turn
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, package_file, skill_file
+from skillgrad.envs.data import (
+    SplitTasksMixin,
+    load_splits,
+    located_records,
+    package_file,
+    skill_file,
+)
 from skillgrad.envs.scoring import extract_final_answer
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
@@ -118,8 +124,7 @@ class MathEnvironment(SplitTasksMixin[MathOptions]):
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> MathEnvironment:
         def load(path: Path) -> list[Task]:
-            return [parse_item(raw, f"{path}: item {i}")
-                    for i, raw in enumerate(load_records(path))]
+            return [parse_item(raw, where) for where, raw in located_records(path)]
 
         data_path = options.data_path
         if data_path is None and common.split_mode == "ratio":

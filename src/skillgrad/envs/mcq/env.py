@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, single_turn
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, skill_file
+from skillgrad.envs.data import SplitTasksMixin, load_splits, located_records, skill_file
 from skillgrad.envs.scoring import extract_final_answer, normalize_answer
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
@@ -127,9 +127,8 @@ class MCQEnvironment(SplitTasksMixin[MCQOptions]):
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> MCQEnvironment:
         def load(path: Path) -> list[Task]:
-            return [_task(parse_item(raw, f"{path}: item {i}", options.choice_seed,
-                                     options.shuffle_choices))
-                    for i, raw in enumerate(load_records(path))]
+            return [_task(parse_item(raw, where, options.choice_seed, options.shuffle_choices))
+                    for where, raw in located_records(path)]
 
         splits = load_splits(common, options.data_path, base_dir, load, lambda t: t.group)
         return cls(splits, options, skill_file(common, base_dir))

@@ -14,7 +14,7 @@ A record is an object with
 * ``group`` (string or null, optional): records of one group stay in one split.
 
 Other keys are ignored. A bad record raises :class:`~skillgrad.errors.DataError` naming the
-file, the record index and the key.
+file, the record's line (JSONL) or number (JSON) and the key.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, single_turn
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, skill_file
+from skillgrad.envs.data import SplitTasksMixin, load_splits, located_records, skill_file
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
@@ -120,7 +120,7 @@ class QAEnvironment(SplitTasksMixin[QAOptions]):
 def load_qa_records(path: Path) -> list[QARecord]:
     """Read and validate the QA records of one file."""
     return [
-        parse_record(raw, f"{path}: record index {i}") for i, raw in enumerate(load_records(path))
+        parse_record(raw, where) for where, raw in located_records(path)
     ]
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from skillgrad.envs.base import EnvOptions
-from skillgrad.envs.data import load_records
+from skillgrad.envs.data import located_records
 from skillgrad.envs.qa.env import QAEnvironment, QAOptions, QARecord, parse_record
 from skillgrad.errors import DataError
 
@@ -52,8 +52,7 @@ def snippets(context: str) -> str:
 def load_searchqa_records(path: Path) -> list[QARecord]:
     """Validate the items of one materialised SearchQA file."""
     records = []
-    for i, raw in enumerate(load_records(path)):
-        where = f"{path}: item {i}"
+    for where, raw in located_records(path):
         if "answers" not in raw:
             hint = " (found 'answer': this is the qa layout, use env.name qa)" if (
                 "answer" in raw) else ""

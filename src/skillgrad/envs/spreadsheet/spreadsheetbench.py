@@ -28,7 +28,13 @@ from openpyxl.utils import get_column_letter, range_boundaries
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions
-from skillgrad.envs.data import SplitTasksMixin, load_records, load_splits, resolve_path, skill_file
+from skillgrad.envs.data import (
+    SplitTasksMixin,
+    load_splits,
+    located_records,
+    resolve_path,
+    skill_file,
+)
 from skillgrad.envs.spreadsheet.checker import qualified
 from skillgrad.envs.spreadsheet.workbook import (
     WorkbookOptions,
@@ -96,10 +102,10 @@ class _Loader:
             path = path / "dataset.json"
         root = path.parent
         tasks: list[Task] = []
-        for index, item in enumerate(load_records(path)):
+        for where, item in located_records(path):
             missing = [k for k in REQUIRED if not isinstance(item.get(k), (str, int))]
             if missing:
-                raise DataError(f"{path}: item {index}: missing {', '.join(missing)}")
+                raise DataError(f"{where}: missing {', '.join(missing)}")
             item_id = str(item["id"])
             try:
                 parse_answer_position(str(item["answer_position"]))
