@@ -13,7 +13,8 @@ Layout::
       run.json             the marker: the config fingerprint and the skillgrad version
       run.lock             held (flock) by the process training into the directory; its PID
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
-                           apply report, gate decision, model calls (calls.jsonl)
+                           apply report, screened proposals (screen.json), gate decision,
+                           model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
       meta_skill.md        the optimizer's notes (never shown to the target)
       evals/<split>-<hash>/rollouts.jsonl
@@ -22,7 +23,8 @@ Layout::
 The file names inside a step or epoch folder are those of :class:`WorkDir`; nothing else
 names a file of a run. Every file except the logs is written to a temporary name and renamed
 into place, so a run killed at any instant leaves either the old or the new version, never
-half of one; such a write names the file it was writing when it fails.
+half of one; such a write names the file it was writing when it fails. (Over the house limit
+of ~400 lines: every path, write and lock of a run stays in this one module.)
 """
 
 from __future__ import annotations
