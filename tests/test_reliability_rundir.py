@@ -288,6 +288,20 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(cfg: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
 
 
+def test_ctrl_c_during_an_evaluation_says_so_in_one_line(cfg: Path) -> None:
+    out = cfg.parent / "ev"
+    args = ("eval", str(cfg), "--initial", "--out", str(out), *SLOW)
+    run = start(*args)
+    wait_for(lambda: (out / "calls.jsonl").exists()
+             and (out / "calls.jsonl").read_text().count("\n") >= 2, run, "two answered calls")
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    [line] = error_lines(err)
+    assert line.startswith("error: interrupted; run the same command again")
+    assert cli(*args).returncode == 0
+
+
 # ----------------------------------------------------------------------------- messages
 
 

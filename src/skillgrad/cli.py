@@ -223,10 +223,14 @@ def eval_(
     text = read_skill_file(skill) if skill is not None else "" if no_skill else None
     label = "initial" if text is None else "no-skill" if no_skill else skill_hash(text)[:8]
     folder = out or Path("runs") / f"eval-{config.stem}-{split}-{label}"
-    with _progress() as progress:
-        task = progress.add_task(f"eval {split}", total=None)
-        summary = evaluate_skill(resolved, text, split, folder,
-                                 on_result=lambda _r: progress.advance(task))
+    try:
+        with _progress() as progress:
+            task = progress.add_task(f"eval {split}", total=None)
+            summary = evaluate_skill(resolved, text, split, folder,
+                                     on_result=lambda _r: progress.advance(task))
+    except KeyboardInterrupt as exc:  # typer would make it a silent exit 130
+        raise _Stopped("interrupted; run the same command again to go on (the model calls "
+                       "answered so far are kept)", 130) from exc
     out_console.print(
         f"{split}: hard {summary['hard']:.3f}  soft {summary['soft']:.3f}  (n={summary['n']})"
     )
