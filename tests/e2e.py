@@ -6,6 +6,9 @@ best skill."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,3 +75,23 @@ def train_end_to_end(folder: Path, config: dict[str, Any], *, target: str, optim
         assert summary["test"]["best"]["hard"] > best_above
     assert rule in (folder / "run" / "best_skill.md").read_text()
     return summary
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``python -m skillgrad.cli ARGS`` as a user runs it, with the tests folder importable (the
+    scripted models' ``toy:...`` functions) and ``env`` added to the environment."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent),
+                                         os.environ.get("PYTHONPATH")]))
+    full = {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "skillgrad.cli", *args], cwd=cwd, env=full,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The error line of a refusal with exit ``code`` and no traceback."""
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ")
+    return lines[0]

@@ -11,25 +11,12 @@ from pathlib import Path
 
 import pytest
 from conftest import toy_config
+from e2e import cli, one_line_error
 
 from skillgrad import __version__
 from skillgrad.skill import skill_hash
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "skillgrad.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert proc.returncode == code, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

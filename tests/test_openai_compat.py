@@ -14,6 +14,7 @@ from typing import Any
 
 import openai
 import pytest
+import toy
 import yaml
 from conftest import toy_config
 from pydantic import ValidationError
@@ -29,7 +30,7 @@ from skillgrad.models.openai_compat import (
     OpenAICompatibleOptions,
     parse_retry_after,
 )
-from skillgrad.testing import FakeOpenAIServer, Fault, completion_body, kind_of_prompt
+from skillgrad.testing import FakeOpenAIServer, Fault, completion_body
 
 KEY_ENV = "SKILLGRAD_TEST_OPENAI_KEY"
 
@@ -422,20 +423,6 @@ def test_stop_does_not_wait_for_a_hanging_request(make: Make) -> None:
 # ----------------------------------------------------------------------------- a whole run
 
 
-def _toy_responder(body: dict[str, Any]) -> str:
-    """The toy task family's scripted target and optimizer, served over HTTP."""
-    import toy
-
-    request = ChatRequest(messages=tuple(
-        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
-    if body.get("response_format"):  # the optimizer's calls ask for JSON
-        # The request's kind labels a call inside skillgrad and never goes over the wire:
-        # the server side tells the call by the template its prompt opens with.
-        kind = kind_of_prompt(request.messages[0].text())
-        return json.dumps(toy.optimizer(request.model_copy(update={"kind": kind})))
-    return toy.target(request)
-
-
 def test_a_whole_training_run_over_http_matches_the_scripted_run(tmp_path: Path) -> None:
     from skillgrad.build import build_trainer
 
@@ -443,7 +430,7 @@ def test_a_whole_training_run_over_http_matches_the_scripted_run(tmp_path: Path)
     scripted_dir.mkdir()
     http_dir.mkdir()
     expected = build_trainer(load_config(toy_config(scripted_dir)), scripted_dir / "run").fit()
-    with FakeOpenAIServer(responder=_toy_responder) as server:
+    with FakeOpenAIServer(responder=toy.http_responder) as server:
         server.push(Fault.status(429, retry_after=0), Fault.status(503))  # retried, not scored
         role = {"backend": "openai_compatible", "base_url": server.url, "model": "toy",
                 "concurrency": 4, "retry_base_delay": 0.0}

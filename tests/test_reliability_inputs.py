@@ -4,17 +4,15 @@ line: a skill file that is not text, a base URL that is not a usable http(s) URL
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toy
 import yaml
 from conftest import toy_config
+from e2e import cli, one_line_error
 
 from skillgrad.config import config_changes, load_config
 from skillgrad.errors import ConfigError, DataError, FatalModelError
@@ -23,7 +21,7 @@ from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
 from skillgrad.redact import RedactingFilter, is_secret_name, redact_text, redact_url
 from skillgrad.skill import MAX_SKILL_BYTES, read_skill_file
-from skillgrad.testing import FakeOpenAIServer, Fault, kind_of_prompt
+from skillgrad.testing import FakeOpenAIServer, Fault
 
 KEY_ENV = "SKILLGRAD_TEST_RELIABILITY_KEY"
 # One unique canary for each place a secret can enter a config, and one for the API key.
@@ -34,23 +32,6 @@ CANARY = {
     "body": "cnry0body6602",
     "key": "cnry0apikey4418",
 }
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(Path(__file__).parent),
-                                         os.environ.get("PYTHONPATH")]))
-    full = {**os.environ, "PYTHONPATH": path, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "skillgrad.cli", *args], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=180)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert proc.returncode == code, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def ask(text: str = "hi") -> ChatRequest:
@@ -80,17 +61,6 @@ def echo_of(*names: str) -> str:
 TARGET_SECRETS = ("password", "header", "query")  # what the target's requests carry
 
 
-def _toy_responder(body: dict[str, Any]) -> str:
-    import toy
-
-    request = ChatRequest(messages=tuple(
-        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
-    if body.get("response_format"):
-        kind = kind_of_prompt(request.messages[0].text())
-        return json.dumps(toy.optimizer(request.model_copy(update={"kind": kind})))
-    return toy.target(request)
-
-
 def files_holding(folder: Path, text: str) -> list[str]:
     return [str(p) for p in folder.rglob("*")
             if p.is_file() and text.encode() in p.read_bytes()]
@@ -107,7 +77,7 @@ def test_no_secret_reaches_the_run_directory_the_cache_or_the_console(tmp_path: 
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
     env = {KEY_ENV: CANARY["key"]}
-    with FakeOpenAIServer(responder=_toy_responder) as server:
+    with FakeOpenAIServer(responder=toy.http_responder) as server:
         cfg = toy_config(work, model=secret_roles(server.url, cache))
         server.push(Fault.status(503, echo_of(*TARGET_SECRETS)))  # retried, and logged
         # -v: the console logs each HTTP request's URL too

@@ -34,7 +34,7 @@ from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompat
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.models.store import ResponseCache
 from skillgrad.summary import model_usage
-from skillgrad.testing import FakeOpenAIServer, Fault, kind_of_prompt
+from skillgrad.testing import FakeOpenAIServer, Fault
 from skillgrad.trainer import OptimizerUnusable
 
 
@@ -236,20 +236,11 @@ def test_the_end_of_run_printout_and_show_count_what_could_not_be_used(
 # ----------------------------------------------------------------------------- attempt counts
 
 
-def toy_responder(body: dict[str, Any]) -> str:
-    request = ChatRequest(messages=tuple(
-        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
-    if body.get("response_format"):
-        kind = kind_of_prompt(request.messages[0].text())
-        return json.dumps(toy.optimizer(request.model_copy(update={"kind": kind})))
-    return toy.target(request)
-
-
 def test_every_attempt_is_counted_by_kind_and_equals_what_the_endpoint_saw(
         toy_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     faults = [Fault.status(429, "slow down"), Fault.status(500), Fault.status(503),
               Fault.malformed(), Fault.bogus_truncation(), Fault.hang(1.5)]
-    with FakeOpenAIServer(responder=toy_responder) as server:
+    with FakeOpenAIServer(responder=toy.http_responder) as server:
         role = {"backend": "openai_compatible", "base_url": server.url, "model": "toy",
                 "retry_base_delay": 0.0, "timeout": 1.0, "max_retries": 8}
         cfg = toy_config(toy_dir, model={"target": role, "optimizer": role})
@@ -300,7 +291,7 @@ def test_an_oversized_task_is_refused_before_it_is_sent(toy_dir: Path) -> None:
     toy.write_data(toy_dir)
     rows = [json.loads(line) for line in (toy_dir / "toy.jsonl").read_text().splitlines()]
     rows[0]["question"] += " " + huge
-    with FakeOpenAIServer(responder=toy_responder) as server:
+    with FakeOpenAIServer(responder=toy.http_responder) as server:
         role = {"backend": "openai_compatible", "base_url": server.url, "model": "toy",
                 "retry_base_delay": 0.0, "context_tokens": 4096}
         cfg = toy_config(toy_dir, model={"target": role, "optimizer": role})

@@ -43,8 +43,7 @@ from test_resume import comparable
 
 from skillgrad.build import build_trainer
 from skillgrad.config import load_config
-from skillgrad.models.messages import ChatRequest, Message
-from skillgrad.testing import FakeOpenAIServer, Fault, kind_of_prompt
+from skillgrad.testing import FakeOpenAIServer, Fault
 
 HEAVY = os.environ.get("SKILLGRAD_HEAVY_RELIABILITY") == "1"
 TESTS = Path(__file__).resolve().parent
@@ -145,16 +144,6 @@ MALFORMED = (
 )
 
 
-def toy_responder(body: dict[str, Any]) -> str:
-    """The toy task family's scripted target and optimizer, served over HTTP."""
-    request = ChatRequest(messages=tuple(
-        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
-    if body.get("response_format"):  # the optimizer's calls ask for JSON
-        kind = kind_of_prompt(request.messages[0].text())  # the kind never goes over the wire
-        return json.dumps(toy.optimizer(request.model_copy(update={"kind": kind})))
-    return toy.target(request)
-
-
 class SeededFaults:
     """Chooses a fault for a share ``rate`` of requests. Each request's body and the number of
     times it was sent before decide (through a hash, with ``seed``), so the same requests fail
@@ -191,7 +180,7 @@ class SeededFaults:
             return Fault.reset()
         if kind == "malformed":
             return Fault.malformed(draw.choice(MALFORMED))
-        cut = toy_responder(body)[: draw.randint(4, 7)]
+        cut = toy.http_responder(body)[: draw.randint(4, 7)]
         with self._lock:
             self.never_scored.add(cut)
             self.truncated_limits.append(int(body.get("max_tokens") or 0))
@@ -202,7 +191,7 @@ def http_run(folder: Path, faults: SeededFaults | None) -> tuple[dict[str, Any],
     """The toy training with both roles on one loopback endpoint: its summary and the number
     of requests the endpoint received."""
     folder.mkdir()
-    with FakeOpenAIServer(responder=toy_responder, faults=faults) as server:
+    with FakeOpenAIServer(responder=toy.http_responder, faults=faults) as server:
         role = {"backend": "openai_compatible", "base_url": server.url, "model": "toy",
                 "concurrency": 4, "retry_base_delay": 0.0, "max_retries": MAX_RETRIES,
                 "timeout": CLIENT_TIMEOUT}

@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from skillgrad.models.messages import ChatRequest
-from skillgrad.testing import scripted_optimizer
+from skillgrad.models.messages import ChatRequest, Message
+from skillgrad.testing import kind_of_prompt, scripted_optimizer
 
 HARMFUL = "NEVER ANSWER questions."
 TOPICS = {"year": 5, "city": 3, "animal": 2, "color": 2}
@@ -199,3 +199,15 @@ def make_sampled_optimizer(helpful: bool = True, base_dir: Any = None) -> Any:
         return {"difference": "the answers carry extra words", "rules": rules}
 
     return reply
+
+
+def http_responder(body: dict[str, Any]) -> str:
+    """The toy's target and optimizer served over HTTP (a ``FakeOpenAIServer`` responder)."""
+    request = ChatRequest(messages=tuple(
+        Message(role=m["role"], content=m["content"]) for m in body["messages"]))
+    if body.get("response_format"):  # the optimizer's calls ask for JSON
+        # The request's kind labels a call inside skillgrad and never goes over the wire:
+        # the server side tells the call by the template its prompt opens with.
+        kind = kind_of_prompt(request.messages[0].text())
+        return json.dumps(optimizer(request.model_copy(update={"kind": kind})))
+    return target(request)
