@@ -155,9 +155,11 @@ class Trainer:
         self.run.event("step_start", epoch=s.epoch, step=s.step, global_step=s.global_step)
         skill = self.run.load_skill(s.current_hash)
         outs: list[list[RolloutResult]] = []
+        tasks: list[Task] = []
         patches: list[Patch] = []
         for j in range(self.cfg.train.accumulation):
             batch, rng = self._batch(j)
+            tasks += batch
             outs.append(self._stage("rollout", len(batch), self._rollout, batch, skill))
             patches += self._reflect(outs[-1], skill, rng, 0)
         results = [r for out in outs for r in out]
@@ -170,9 +172,8 @@ class Trainer:
                 out, skill, self._batch(j)[1], k)]
             made.append((more, self._propose(skill, more, budget, results)))
         unusable = unusable_reason([p for asked, _ in made for p in asked])
-        screened_out = None
+        screened_out, chosen = None, 0
         if len(made) > 1:
-            tasks = [t for j in range(self.cfg.train.accumulation) for t in self._batch(j)[0]]
             screening = self._stage("screen", None, lambda: screen(
                 [m[1] for m in made], skill, results, tasks,
                 lambda doc, ts: rollout(self.env, ts, doc, self._target("screen"),
@@ -182,10 +183,8 @@ class Trainer:
             if screening.chosen is None:
                 screened_out = screening.reason
             else:
-                patches, _ = made[screening.chosen]
-            proposal = made[screening.chosen or 0][1]
-        else:
-            proposal = made[0][1]
+                chosen = screening.chosen
+        patches, proposal = made[chosen]
         folder.patches(patches)
         for kind, data in proposal.artifacts:
             folder.artifact(kind, data)
