@@ -1,7 +1,7 @@
 """The household environment in the real ALFWorld engine: generated games, room splits, the
 reference walkthrough wins and an idle agent scores 0 for every task type, partial credit and
-reasons, both tool protocols, concurrency, bad data, the official-files loader, and a short
-training run with scripted models."""
+reasons, both tool protocols, concurrency, bad data, the official-files loader (a folder scan,
+or games listed in SkillOpt's path split), and a short training run with scripted models."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from skillgrad.envs.household.generate import (  # noqa: E402
     load_layout,
     problem_pddl,
 )
-from skillgrad.errors import DataError  # noqa: E402
+from skillgrad.errors import ConfigError, DataError  # noqa: E402
 from skillgrad.models.messages import ChatRequest, Completion  # noqa: E402
 from skillgrad.models.scripted import ScriptedModel  # noqa: E402
 from skillgrad.records import Task  # noqa: E402
@@ -291,6 +292,154 @@ def test_official_files_bad_data(tmp_path: Path) -> None:
     game_file.write_text("{not json")
     with pytest.raises(DataError, match="game.tw-pddl: not a readable JSON file"):
         ALFWorldEnvironment.create(EnvCommon(name="alfworld"), opts, tmp_path)
+
+
+# ----------------------------------------------------------------------------- listed games
+
+SKILLOPT = Path(__file__).parent / "fixtures" / "skillopt" / "alfworld"
+PATH_SPLIT = SKILLOPT / "alfworld_path_split"
+ALFWORLD_DATA = SKILLOPT / "alfworld_data"
+LISTED = EnvCommon(name="alfworld", split_mode="split_dir", split_dir=PATH_SPLIT)
+
+
+def _items(split: str) -> list[dict[str, Any]]:
+    return json.loads((PATH_SPLIT / split / "items.json").read_text())  # type: ignore[no-any-return]
+
+
+def _path_split(folder: Path, change: dict[str, Any], at: int = 0) -> Path:
+    """A copy of the fixture's path split with ``change`` applied to train record ``at``."""
+    for split in SPLITS:
+        items = _items(split)
+        if split == "train":
+            items[at] = {k: v for k, v in {**items[at], **change}.items() if v is not None}
+        (folder / split).mkdir(parents=True)
+        (folder / split / "items.json").write_text(json.dumps(items))
+    return folder
+
+
+def test_a_skillopt_path_split_over_alfworld_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALFWORLD_DATA", str(ALFWORLD_DATA))
+    listed = ALFWorldEnvironment.create(LISTED, ALFWorldOptions(max_steps=50), Path("."))
+    for split in SPLITS:
+        tasks, items = listed.tasks(split), _items(split)  # type: ignore[arg-type]
+        assert [t.id for t in tasks] == [i["id"] for i in items]
+        assert [t.reference["task_type"] for t in tasks] == [i["task_type"] for i in items]
+        assert [Path(t.reference["game_file"]) for t in tasks] == [
+            ALFWORLD_DATA / i["gamefile"] for i in items]
+    task = listed.tasks("train")[1]
+    assert task.group == "FloorPlan228"
+    assert task.prompt == "Your task is to: put some laptop on sidetable."  # from the grammar
+    # env.data_dir names the same folder; without $ALFWORLD_DATA it is what is used.
+    monkeypatch.delenv("ALFWORLD_DATA")
+    named = ALFWorldEnvironment.create(LISTED, ALFWorldOptions(data_dir=ALFWORLD_DATA),
+                                       Path("."))
+    assert [t for s in SPLITS for t in named.tasks(s)] == [  # type: ignore[arg-type]
+        t for s in SPLITS for t in listed.tasks(s)]  # type: ignore[arg-type]
+    fewer = ALFWorldEnvironment.create(
+        LISTED, ALFWorldOptions(data_dir=ALFWORLD_DATA, max_games=1, task_types=(
+            "pick_and_place_simple", "pick_clean_then_place_in_recep",
+            "pick_cool_then_place_in_recep")), Path("."))
+    assert [t.id for s in SPLITS for t in fewer.tasks(s)] == [  # type: ignore[arg-type]
+        "train:0001", "val:0000", "test:0000"]
+
+
+def test_the_folder_scan_defaults_to_alfworld_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALFWORLD_DATA", str(ALFWORLD_DATA))
+    scanned = ALFWorldEnvironment.create(EnvCommon(name="alfworld"), ALFWorldOptions(),
+                                         Path("."))
+    listed = ALFWorldEnvironment.create(LISTED, ALFWorldOptions(), Path("."))
+    for split in SPLITS:
+        assert [t.reference for t in scanned.tasks(split)] == [  # type: ignore[arg-type]
+            t.reference for t in listed.tasks(split)]  # type: ignore[arg-type]
+    assert scanned.tasks("test")[0].id.startswith("valid_unseen/pick_cool_then_place_in_recep")
+
+
+def test_a_listed_game_plays_to_a_win(tmp_path: Path) -> None:
+    # Absolute game files need no data folder at all.
+    items = {s: [{**i, "gamefile": str(ALFWORLD_DATA / i["gamefile"])} for i in _items(s)]
+             for s in SPLITS}
+    for split in SPLITS:
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "items.json").write_text(json.dumps(items[split]))
+    common = EnvCommon(name="alfworld", split_mode="split_dir", split_dir=Path("."))
+    listed = ALFWorldEnvironment.create(common, ALFWorldOptions(max_steps=50), tmp_path)
+    task = listed.tasks("test")[0]
+    plan = task.reference["walkthrough"]
+    assert len(plan) == 6 and task.reference["task_type"] == "pick_cool_then_place_in_recep"
+    won = listed.rollout(task, listed.initial_skill(), ScriptedModel(plan))
+    assert (won.hard, won.soft, won.turns, won.reason) == (1.0, 1.0, len(plan), "")
+    lost = listed.rollout(task, listed.initial_skill(), ScriptedModel(plan[:-1], default="look"))
+    assert lost.hard == 0.0 and "hit the step limit of 50 turns" in lost.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [({"gamefile": "json_2.1.1/train/x/trial_T1/game.tw-pddl"},
+      r"items.json: record 2 \(id train:0001\): game file .*alfworld_data/json_2.1.1/train/x/"
+      r"trial_T1/game.tw-pddl not found$"),
+     ({"gamefile": None}, r"record 2 \(id train:0001\): missing or empty 'gamefile'"),
+     ({"id": ""}, r"record 2: missing or empty 'id'"),
+     ({"task_type": "pick_and_place"}, r"record 2: task_type 'pick_and_place'; expected one of"),
+     ({"task_type": "look_at_obj_in_light"},
+      r"record 2 \(id train:0001\): task_type 'look_at_obj_in_light', but .*traj_data.json says "
+      r"'pick_and_place_simple'"),
+     ({"gamefile": "$NO_SUCH_FOLDER_VAR/game.tw-pddl"}, "names an environment variable that is "
+      "not set")],
+)
+def test_bad_listed_games_name_the_file_and_record(tmp_path: Path, change: dict[str, Any],
+                                                   problem: str) -> None:
+    folder = _path_split(tmp_path / "split", change, at=1)
+    common = EnvCommon(name="alfworld", split_mode="split_dir", split_dir=folder)
+    with pytest.raises(DataError, match=problem) as raised:
+        ALFWorldEnvironment.create(common, ALFWorldOptions(data_dir=ALFWORLD_DATA), tmp_path)
+    assert "\n" not in str(raised.value) and str(folder / "train" / "items.json") in str(
+        raised.value)
+
+
+def test_listed_game_files_that_cannot_be_played(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(ALFWORLD_DATA, data)
+    common = EnvCommon(name="alfworld", split_mode="split_dir", split_dir=PATH_SPLIT)
+    game_file = data / _items("val")[0]["gamefile"]
+    game_file.write_text(json.dumps({**json.loads(game_file.read_text()), "solvable": False}))
+    with pytest.raises(DataError, match=r"val/items.json: record 1 \(id val:0000\): .*game.tw-pddl "
+                       "is not marked solvable"):
+        ALFWorldEnvironment.create(common, ALFWorldOptions(data_dir=data), tmp_path)
+    game_file.write_text("{not json")
+    with pytest.raises(DataError, match=r"record 1 \(id val:0000\): .*game.tw-pddl: not a "
+                       "readable JSON file"):
+        ALFWorldEnvironment.create(common, ALFWorldOptions(data_dir=data), tmp_path)
+    shutil.copy(ALFWORLD_DATA / _items("val")[0]["gamefile"], game_file)
+    (game_file.parent / "traj_data.json").unlink()
+    with pytest.raises(DataError, match=r"record 1 \(id val:0000\): .*traj_data.json: file not "
+                       "found"):
+        ALFWorldEnvironment.create(common, ALFWorldOptions(data_dir=data), tmp_path)
+
+
+def test_alfworld_config_problems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    with pytest.raises(ConfigError, match=r"record 1 \(id train:0000\): gamefile 'json_2.1.1/"
+                       ".*' is relative; set env.data_dir or the ALFWORLD_DATA environment "
+                       "variable to the folder holding json_2.1.1$"):
+        ALFWorldEnvironment.create(LISTED, ALFWorldOptions(), tmp_path)
+    with pytest.raises(ConfigError, match="env alfworld needs env.data_dir .* or the "
+                       "ALFWORLD_DATA environment variable"):
+        ALFWorldEnvironment.create(EnvCommon(name="alfworld"), ALFWorldOptions(), tmp_path)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "missing"))
+    with pytest.raises(DataError, match=r"missing: ALFWorld data folder not found \(\$ALFWORLD_DATA\)"):
+        ALFWorldEnvironment.create(LISTED, ALFWorldOptions(), tmp_path)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    with pytest.raises(DataError, match=r"json_2.1.1: ALFWorld data folder not found "
+                       r"\(\$ALFWORLD_DATA/json_2.1.1\)"):
+        ALFWorldEnvironment.create(EnvCommon(name="alfworld"), ALFWorldOptions(), tmp_path)
+    with pytest.raises(ConfigError, match="env.test_split name json_2.1.1 folders and are not "
+                       "used when env.split_mode is 'split_dir'"):
+        ALFWorldEnvironment.create(LISTED, ALFWorldOptions(data_dir=ALFWORLD_DATA,
+                                                           test_split="valid_unseen"), tmp_path)
+    with pytest.raises(ConfigError, match="env.split_dir is used only when env.split_mode is "
+                       "'split_dir'"):
+        ALFWorldEnvironment.create(EnvCommon(name="alfworld", split_dir=PATH_SPLIT),
+                                   ALFWorldOptions(data_dir=ALFWORLD_DATA), tmp_path)
 
 
 # ----------------------------------------------------------------------------- a training run
