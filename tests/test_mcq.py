@@ -141,3 +141,80 @@ def test_one_epoch_of_training(tmp_path: Path) -> None:
                         "split_ratio": [0.5, 0.25, 0.25]}, 6)
     train_end_to_end(tmp_path, config, skill="# Multiple choice\n\nPick the correct choice.\n",
                      target="test_mcq:mcq_target", optimizer="test_mcq:mcq_optimizer", rule=RULE)
+
+
+# ----------------------------------------------------------------------------- SkillOpt's split_dir
+
+LIVEMATH = Path(__file__).parent / "fixtures" / "skillopt" / "livemathematicianbench"
+LIVEMATH_SPLIT = LIVEMATH / "livemathematicianbench_split"
+SPLIT_DIR = EnvCommon(name="mcq", split_mode="split_dir", split_dir=LIVEMATH_SPLIT)
+
+
+def _livemath(split: str) -> list[dict[str, Any]]:
+    return json.loads((LIVEMATH_SPLIT / split / "items.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_a_skillopt_livemath_split_is_read_as_is() -> None:
+    env = MCQEnvironment.create(SPLIT_DIR, MCQOptions(shuffle_choices=True), Path("."))
+    for split in ("train", "val", "test"):
+        items = {i["id"]: i for i in _livemath(split)}
+        tasks = env.tasks(split)  # type: ignore[arg-type]
+        assert [t.id for t in tasks] == list(items)
+        for task in tasks:
+            item = items[task.id]
+            assert task.reference["choices"][task.reference["correct"]] == (
+                item["correct_choice"]["text"])
+            assert sorted(task.reference["choices"]) == sorted(c["text"] for c in item["choices"])
+            assert task.prompt.startswith(item["question"] + "\n\nChoices:\nA. ")
+            # Reference material stays hidden unless asked for.
+            assert item["theorem"] not in task.prompt and "## " not in task.prompt
+    shown = [t.reference["choices"] for t in all_tasks(env)]
+    assert shown != [[c["text"] for c in i["choices"]]
+                     for s in ("train", "val", "test") for i in _livemath(s)]
+    task = env.tasks("test")[1]
+    right = LABELS[task.reference["correct"]]
+    won = env.rollout(task, env.initial_skill(), ScriptedModel([f"<answer>{right}</answer>"]))
+    assert won.hard == 1.0 and won.reason == ""
+
+
+@pytest.mark.parametrize(
+    ("options", "sections"),
+    [({"use_theorem": True}, ["Theorem"]), ({"use_sketch": True}, ["Proof Sketch"]),
+     ({"use_theorem": True, "use_sketch": True}, ["Theorem", "Proof Sketch"])],
+)
+def test_theorem_and_sketch_are_appended_when_asked(options: dict[str, bool],
+                                                    sections: list[str]) -> None:
+    plain = MCQEnvironment.create(SPLIT_DIR, MCQOptions(), Path("."))
+    shown = MCQEnvironment.create(SPLIT_DIR, MCQOptions(**options), Path("."))
+    items = {i["id"]: i for s in ("train", "val", "test") for i in _livemath(s)}
+    key = {"Theorem": "theorem", "Proof Sketch": "sketch"}
+    for before, after in zip(all_tasks(plain), all_tasks(shown), strict=True):
+        extra = "".join(f"\n\n## {h}\n{items[after.id][key[h]]}" for h in sections)
+        assert after.prompt == before.prompt + extra
+        assert after.reference == before.reference
+
+
+@pytest.mark.parametrize("option", ["use_theorem", "use_sketch"])
+def test_a_missing_theorem_or_sketch_is_refused_when_asked_for(tmp_path: Path,
+                                                               option: str) -> None:
+    key = {"use_theorem": "theorem", "use_sketch": "sketch"}[option]
+    for split in ("train", "val", "test"):
+        items = _livemath(split)
+        if split == "val":
+            items[1][key] = "  "
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "items.json").write_text(json.dumps(items))
+    common = EnvCommon(name="mcq", split_mode="split_dir", split_dir=tmp_path)
+    MCQEnvironment.create(common, MCQOptions(), tmp_path)  # not asked for: fine
+    with pytest.raises(DataError, match=rf"val/items.json: record 2: env.{option} is on but the "
+                       rf"item has no '{key}' text$"):
+        MCQEnvironment.create(common, MCQOptions(**{option: True}), tmp_path)
+
+
+def test_the_reference_options_through_a_config(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"env": {
+        "name": "mcq", "split_mode": "split_dir", "split_dir": str(LIVEMATH_SPLIT),
+        "shuffle_choices": True, "use_theorem": False, "use_sketch": True}}))
+    env = build_environment(load_config(tmp_path / "c.yaml"))
+    task = env.tasks("train")[0]
+    assert "\n\n## Proof Sketch\n" in task.prompt and "## Theorem" not in task.prompt

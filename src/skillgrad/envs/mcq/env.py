@@ -7,6 +7,13 @@ mapping) and ``correct_choice`` a ``{"label", "text"}`` or a label. The choices 
 with a seed per item (so a model cannot learn "the answer is usually A", and the same item is
 always shown the same way), relabelled A, B, C, ...; the answer is read from ``<answer>X</answer>``,
 an ``Answer: X`` line, or the last line, as a label or as the text of a choice.
+
+LiveMathematicianBench items also carry the ``theorem`` the question is built on and a proof
+``sketch`` (top-level keys). With ``use_theorem`` / ``use_sketch`` they are shown after the
+choices, under ``## Theorem`` / ``## Proof Sketch``: reference material that makes the task
+easier, off by default. SkillOpt's ``split_dir`` layout (``train/``, ``val/``, ``test/``, each
+with a JSON list of items) is read as it is. SkillOpt seeds its shuffle otherwise (and shuffles
+again for every training batch), so an item may be shown there in another order than here.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ class MCQOptions(EnvOptions):
     data_path: Path | None = Field(None, description="JSON / JSONL items (split_mode ratio)")
     shuffle_choices: bool = Field(True, description="shuffle each item's choices (seeded)")
     choice_seed: int = 0
+    use_theorem: bool = Field(False, description="show the item's theorem after the choices")
+    use_sketch: bool = Field(False, description="show the item's proof sketch after the choices")
     max_tokens: int = Field(512, ge=1, description="token limit of the target's reply")
     temperature: float = Field(0.0, ge=0.0)
 
@@ -49,9 +58,17 @@ class MCQItem:
     choices: tuple[str, ...]  # texts, in the order shown (labels A, B, ...)
     correct: int
     group: str | None
+    sections: tuple[tuple[str, str], ...] = ()  # (heading, text) shown after the choices
 
 
-def parse_item(raw: dict[str, Any], where: str, seed: int, shuffle: bool) -> MCQItem:
+# The reference sections an option adds to the prompt: option -> (item key, heading).
+REFERENCE_SECTIONS = {"use_theorem": ("theorem", "Theorem"),
+                      "use_sketch": ("sketch", "Proof Sketch")}
+
+
+def parse_item(raw: dict[str, Any], where: str, seed: int, shuffle: bool,
+               show: tuple[str, ...] = ()) -> MCQItem:
+    """An item; ``show`` names the :data:`REFERENCE_SECTIONS` options that are on."""
     nested = raw.get("mcq")
     body: dict[str, Any] = nested if isinstance(nested, dict) else raw
     question = str(body.get("question") or "").strip()
@@ -71,7 +88,16 @@ def parse_item(raw: dict[str, Any], where: str, seed: int, shuffle: bool) -> MCQ
     if shuffle:
         random.Random(f"{seed}:{item_id}").shuffle(order)
     return MCQItem(item_id, question, tuple(texts[i] for i in order), order.index(index),
-                   str(raw["group"]) if raw.get("group") is not None else None)
+                   str(raw["group"]) if raw.get("group") is not None else None,
+                   tuple(_section(raw, option, where) for option in show))
+
+
+def _section(raw: dict[str, Any], option: str, where: str) -> tuple[str, str]:
+    key, heading = REFERENCE_SECTIONS[option]
+    text = raw.get(key)
+    if not isinstance(text, str) or not text.strip():
+        raise DataError(f"{where}: env.{option} is on but the item has no {key!r} text")
+    return heading, text.strip()
 
 
 def _choices(raw: Any, where: str) -> list[tuple[str, str]]:
@@ -126,8 +152,11 @@ class MCQEnvironment(SplitTasksMixin[MCQOptions]):
 
     @classmethod
     def create(cls, common: EnvCommon, options: Any, base_dir: Path) -> MCQEnvironment:
+        show = tuple(o for o in REFERENCE_SECTIONS if getattr(options, o))
+
         def load(path: Path) -> list[Task]:
-            return [_task(parse_item(raw, where, options.choice_seed, options.shuffle_choices))
+            return [_task(parse_item(raw, where, options.choice_seed, options.shuffle_choices,
+                                     show))
                     for where, raw in located_records(path)]
 
         splits = load_splits(common, options.data_path, base_dir, load, lambda t: t.group)
@@ -157,5 +186,7 @@ class MCQEnvironment(SplitTasksMixin[MCQOptions]):
 
 def _task(item: MCQItem) -> Task:
     shown = "\n".join(f"{LABELS[i]}. {text}" for i, text in enumerate(item.choices))
-    return Task(id=item.id, prompt=f"{item.question}\n\nChoices:\n{shown}", group=item.group,
+    extra = "".join(f"\n\n## {heading}\n{text}" for heading, text in item.sections)
+    return Task(id=item.id, prompt=f"{item.question}\n\nChoices:\n{shown}{extra}",
+                group=item.group,
                 reference={"choices": list(item.choices), "correct": item.correct})
