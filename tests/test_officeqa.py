@@ -181,12 +181,12 @@ def test_split_dir_reads_one_csv_per_split(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "problem"),
     [("missing_csv", "officeqa_full.csv: file not found"),
-     ("no_answer_column", "officeqa_full.csv: missing column answer"),
+     ("no_answer_column", "officeqa_full.csv: missing column ground_truth (or answer)"),
      ("no_source_columns", "officeqa_full.csv: missing column source_files (or source_docs)"),
-     ("unknown_file", "officeqa_full.csv: row UID0001: source file 'treasury_bulletin_2030_01"
-                      ".txt' not found in"),
-     ("empty_answer", "officeqa_full.csv: row 2: uid, question and answer must not be empty"),
-     ("no_url", "officeqa_full.csv: row UID0013: no source file"),
+     ("unknown_file", "officeqa_full.csv: row 2 (UID0001): source file "
+                      "'treasury_bulletin_2030_01.txt' not found in"),
+     ("empty_answer", "officeqa_full.csv: row 2: ground_truth (or answer) is missing or empty"),
+     ("no_url", "officeqa_full.csv: row 14 (UID0013): no source file"),
      ("tiny", "officeqa_full.csv: split 'val' is empty")],
 )
 def test_bad_data_is_one_error_naming_the_file(tmp_path: Path, edit: str, problem: str) -> None:
