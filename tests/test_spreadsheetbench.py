@@ -4,13 +4,18 @@ answer_position parsing, scoring against the answer workbooks, and bad data."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import openpyxl
 import pytest
+import yaml
 
+from skillgrad.build import build_environment
+from skillgrad.config import load_config
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.spreadsheet.spreadsheetbench import (
     SpreadsheetBenchEnvironment,
@@ -152,3 +157,132 @@ def test_unknown_answer_sheet_and_missing_data_path(layout: Path) -> None:
     with pytest.raises(ConfigError, match="needs env.data_path"):
         SpreadsheetBenchEnvironment.create(EnvCommon(name=NAME), SpreadsheetBenchOptions(),
                                            Path("."))
+
+
+# ----------------------------------------------------------------------------- SkillOpt's layout
+
+SKILLOPT = Path(__file__).parent / "fixtures" / "skillopt" / "spreadsheetbench"
+SPLIT_DIR = Path("data/spreadsheetbench_split")
+DATA_ROOT = Path("data/spreadsheetbench_verified_400")
+
+
+def _skillopt_env(base_dir: Path = SKILLOPT, **options: Any) -> SpreadsheetBenchEnvironment:
+    """The env as SkillOpt's config names it, relative to ``base_dir`` (its checkout)."""
+    common = EnvCommon(name=NAME, split_mode="split_dir", split_dir=SPLIT_DIR)
+    return SpreadsheetBenchEnvironment.create(
+        common, SpreadsheetBenchOptions(**{"data_root": DATA_ROOT, **options}), base_dir)
+
+
+def _copy(tmp_path: Path) -> Path:
+    shutil.copytree(SKILLOPT / "data", tmp_path / "data")
+    return tmp_path
+
+
+def test_skillopt_split_dir_reads_every_workbook_naming() -> None:
+    env = _skillopt_env()
+    tasks = {s: env.tasks(s) for s in ("train", "val", "test")}
+    assert {s: [t.id for t in ts] for s, ts in tasks.items()} == {
+        "train": ["101#1", "101#2", "57-3#1", "57-3#2"], "val": ["202#1"], "test": ["303#1"]}
+    files = {t.id: (Path(t.reference["input"]), Path(t.reference["answer"]))
+             for ts in tasks.values() for t in ts}
+    root = SKILLOPT / DATA_ROOT / "spreadsheet"
+    assert files["101#2"] == (root / "101" / "2_101_input.xlsx", root / "101" / "2_101_answer.xlsx")
+    assert files["57-3#1"] == (root / "57-3" / "1_57-3_init.xlsx",
+                               root / "57-3" / "1_57-3_golden.xlsx")
+    assert files["202#1"] == (root / "202" / "initial.xlsx", root / "202" / "golden.xlsx")
+    # Item 303 has no spreadsheet_path: spreadsheet/<id> under the data root.
+    assert files["303#1"][0] == root / "303" / "1_303_input.xlsx"
+    assert tasks["train"][2].metadata["instruction_type"] == "Sheet-Level Manipulation"
+    assert tasks["train"][2].reference["answer_position"] == "'Sum Sheet'!C2:C4"
+    assert sum(len(_skillopt_env(cases="first").tasks(s)) for s in tasks) == 4
+
+
+def test_a_scripted_rollout_scores_each_naming() -> None:
+    env = _skillopt_env()
+    for task in (env.tasks("train")[1], env.tasks("train")[3], env.tasks("val")[0]):
+        targets = expected_cells(task)
+        assert len(targets) == 3, targets
+        sheet = next(iter(targets)).rsplit("!", 1)[0]
+        cells = {f"{sheet}!C{r}": f"=A{r}+B{r}" for r in (2, 3, 4)}
+        right = env.rollout(task, env.initial_skill(), ScriptedModel(
+            [f"ACTION: write_cells {json.dumps({'cells': cells})}", "ANSWER: done"]))
+        assert (right.hard, right.soft, right.reason) == (1.0, 1.0, ""), (task.id, right.reason)
+    wrong = env.rollout(task, env.initial_skill(), ScriptedModel(
+        [f"ACTION: write_cells {json.dumps({'cells': {f'{sheet}!C2': '=A2+B2'}})}",
+         "ANSWER: done"]))
+    assert wrong.hard == 0.0 and wrong.soft == pytest.approx(1 / 3)
+    assert "2 of 3 target cells wrong" in wrong.reason
+
+
+def test_without_data_root_the_error_says_to_set_it() -> None:
+    with pytest.raises(DataError) as info:
+        _skillopt_env(data_root=None)
+    message = str(info.value)
+    assert message.startswith(f"{SKILLOPT / SPLIT_DIR / 'train' / 'items.json'}: record 1: "
+                              "item 101: no test cases in ")
+    assert "set env.data_root" in message and "\n" not in message
+    with pytest.raises(DataError, match=r"nowhere: env.data_root is not a folder"):
+        _skillopt_env(data_root=Path("nowhere"))
+
+
+def test_data_root_also_serves_a_dataset_json_split_by_ratio(tmp_path: Path) -> None:
+    items = [item for s in ("train", "val", "test")
+             for item in json.loads((SKILLOPT / SPLIT_DIR / s / "items.json").read_text())]
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "dataset.json").write_text(json.dumps(items))
+    env = SpreadsheetBenchEnvironment.create(
+        EnvCommon(name=NAME, split_ratio=(0.5, 0.25, 0.25)),
+        SpreadsheetBenchOptions(data_path=Path("meta"), data_root=SKILLOPT / DATA_ROOT), tmp_path)
+    ids = sorted(t.id for s in ("train", "val", "test") for t in env.tasks(s))
+    assert ids == ["101#1", "101#2", "202#1", "303#1", "57-3#1", "57-3#2"]
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda d: d[1].update(spreadsheet_path=["spreadsheet/57-3"]),
+     r"record 2: item 57-3: spreadsheet_path must be a string, got list"),
+    (lambda d: d[0].update(instruction="  "), r"record 1: empty instruction"),
+    (lambda d: d[0].pop("instruction_type"), r"record 1: missing instruction_type"),
+    (lambda d: d[1].update(id="303"), r"test/items.json: record 1: item 303 is listed again "
+     r"\(first at .*train/items.json: record 2\)"),
+])
+def test_bad_skillopt_items_name_the_file_and_record(tmp_path: Path, change: Any,
+                                                     problem: str) -> None:
+    base = _copy(tmp_path)
+    items_file = base / SPLIT_DIR / "train" / "items.json"
+    data = json.loads(items_file.read_text())
+    change(data)
+    if data[1]["id"] == "303":  # same item twice: point at the folder that exists
+        data[1]["spreadsheet_path"] = "spreadsheet/303"
+    items_file.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=problem) as info:
+        _skillopt_env(base)
+    assert "\n" not in str(info.value)
+
+
+def test_case_numbering_rules(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    base = _copy(tmp_path)
+    folder = base / DATA_ROOT / "spreadsheet" / "101"
+    # A numbered case hides the bare pair, and an input without its answer is skipped, aloud.
+    for name in ("initial.xlsx", "golden.xlsx", "3_101_input.xlsx"):
+        shutil.copy(folder / "1_101_input.xlsx", folder / name)
+    with caplog.at_level(logging.WARNING):
+        env = _skillopt_env(base)
+    assert [t.id for t in env.tasks("train")[:2]] == ["101#1", "101#2"]
+    assert "3_101_input.xlsx: no 3_101_answer.xlsx beside it" in caplog.text
+    # Two cases numbered 2 (one per naming) cannot both be task 101#2.
+    shutil.copy(folder / "2_101_input.xlsx", folder / "2_101_init.xlsx")
+    shutil.copy(folder / "2_101_answer.xlsx", folder / "2_101_golden.xlsx")
+    with pytest.raises(DataError, match=r"101: two test cases numbered 2 \(2_101_input.xlsx "
+                       r"and 2_101_init.xlsx\)"):
+        _skillopt_env(base)
+
+
+def test_skillopt_keys_in_a_config_resolve_against_its_folder(tmp_path: Path) -> None:
+    base = _copy(tmp_path / "checkout")
+    config = {"env": {"name": NAME, "split_mode": "split_dir", "split_dir": str(SPLIT_DIR),
+                      "data_root": str(DATA_ROOT)}}
+    (base / "c.yaml").write_text(yaml.safe_dump(config))
+    env = build_environment(load_config(base / "c.yaml"))
+    assert isinstance(env, SpreadsheetBenchEnvironment)
+    assert Path(env.tasks("val")[0].reference["input"]) == (
+        base / DATA_ROOT / "spreadsheet" / "202" / "initial.xlsx")
