@@ -5,8 +5,11 @@ text-only backends refusing images, and a short training run with scripted model
 from __future__ import annotations
 
 import base64
+import csv
 import io
 import json
+import logging
+import shutil
 import struct
 import sys
 import zlib
@@ -411,4 +414,173 @@ def test_one_epoch_of_training_learns_to_copy_the_answer(tmp_path: Path) -> None
     config = one_epoch({"name": ENV_NAME, "data_path": "val/val_v1.0.json"}, 8,
                        steps_per_epoch=2, eval_tasks=12)
     train_end_to_end(tmp_path, config, target="test_docvqa:docvqa_target",
+                     optimizer="test_docvqa:docvqa_optimizer", rule=COPY_RULE)
+
+
+# ----------------------------------------------------------------------------- SkillOpt's layout
+
+SKILLOPT = Path(__file__).parent / "fixtures" / "skillopt" / "docvqa"
+CSV_SPLITS = Path("data/docvqa/splits")
+
+
+def skillopt_env(base_dir: Path = SKILLOPT, **options: Any) -> DocVQAEnvironment:
+    """The env as SkillOpt's config names it; its image paths are relative to ``base_dir``
+    (the folder SkillOpt runs in), hence ``image_root: .``."""
+    common = EnvCommon(name=ENV_NAME, split_mode="split_dir", split_dir=CSV_SPLITS)
+    return DocVQAEnvironment.create(
+        common, DocVQAOptions(**{"image_root": Path("."), **options}), base_dir)
+
+
+def copy_skillopt(tmp_path: Path) -> Path:
+    shutil.copytree(SKILLOPT / "data", tmp_path / "data")
+    return tmp_path
+
+
+def edit_csv(path: Path, change: Any) -> None:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    change(rows)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_skillopt_csv_splits_load_with_either_column_names() -> None:
+    env = skillopt_env()
+    tasks = {s: {t.id: t for t in env.tasks(s)} for s in ("train", "val", "test")}
+    assert {s: list(ts) for s, ts in tasks.items()} == {
+        "train": ["101", "102", "103", "104"], "val": ["201", "202"], "test": ["301", "302"]}
+    first = tasks["train"]["101"]
+    assert first.prompt == "Question: What is written in box 101 of the page?"
+    assert first.reference["answers"] == ["$1,200", "1200"]  # a list literal, commas kept
+    assert Path(first.metadata["image"]) == SKILLOPT / "data" / "docvqa_images" / "q101_d11.png"
+    assert first.metadata["source"] == "data/docvqa_images/q101_d11.png"
+    assert first.metadata["where"].endswith("train/questions.csv: row 2")
+    second = tasks["train"]["102"]
+    assert second.group == first.group == "ucsf_document_id:abcd0001"  # two pages, one doc
+    assert second.metadata["question_types"] == ["handwritten", "form"]  # topic a|b
+    # test/ has id, ground_truth, category and the image inside the question.
+    alt = tasks["test"]["301"]
+    assert alt.prompt == "Question: What is written in box 301 of the page?"
+    assert alt.reference["answers"] == ["4,500"]
+    assert alt.metadata["question_types"] == ["table/list"]
+    assert Path(alt.metadata["image"]) == SKILLOPT / "data" / "docvqa_images" / "q301_d31.png"
+
+
+def test_image_paths_default_to_the_csvs_folder(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as info:
+        skillopt_env(image_root=None)
+    assert str(info.value).startswith(f"{SKILLOPT / CSV_SPLITS / 'train' / 'questions.csv'}: "
+                                      "row 2: image 'data/docvqa_images/q101_d11.png' not found "
+                                      f"(looked for {SKILLOPT / CSV_SPLITS / 'train' / 'data'}")
+    # A CSV with its pages beside it needs no image_root, in ratio mode too.
+    (tmp_path / "page.png").write_bytes(png(4, 4, 9))
+    rows = "".join(f'{q},Total {q}?,"[\'{q}\']",page.png,form,{q}\n' for q in range(1, 6))
+    (tmp_path / "q.csv").write_text("questionId,question,answer,image_path,topic,docId\n" + rows)
+    env = make_env(Path("q.csv"), tmp_path)
+    assert sum(len(env.tasks(s)) for s in ("train", "val", "test")) == 5
+    assert Path(env.tasks("test")[0].metadata["image"]) == tmp_path / "page.png"
+
+
+def test_image_root_is_checked_and_only_for_csv(data: Path, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"nowhere: env.image_root is not a folder"):
+        skillopt_env(image_root=Path("nowhere"))
+    with pytest.raises(ConfigError, match=r"val_v1.0.json is an annotation file .* remove "
+                       "env.image_root"):
+        make_env(data, tmp_path, image_root=tmp_path)
+    with pytest.raises(ConfigError, match=r"env.data_path is not used when env.split_mode is "
+                       "'split_dir'"):
+        skillopt_env(data_path=Path("q.csv"))
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    (lambda r: r[1].update(answer="['a', 'b'"), r"row 3: answer is not a Python list literal"),
+    (lambda r: r[0].update(answer="[__import__('os').getcwd()]"),
+     r"row 2: answer is not a Python list literal"),
+    (lambda r: r[0].update(answer="['a', ['b']]"), r"row 2: answer holds \['b'\]; expected "
+     "strings"),
+    (lambda r: r[0].update(answer="[' ']"), r"row 2: answer lists no non-empty answer"),
+    (lambda r: r[3].update(answer=""), r"row 5: answer is empty"),
+    (lambda r: r[0].update(questionId=" "), r"row 2: empty questionId"),
+    (lambda r: r[2].update(question="document_path:x.png"), r"row 4: empty question"),
+    (lambda r: r[0].update(image_path=""), r"row 2: no image \(image_path is empty and the "
+     "question has no document_path:<path>\\)"),
+    (lambda r: r[0].update(image_path="data/docvqa_images/none.png"),
+     r"row 2: image 'data/docvqa_images/none.png' not found"),
+    (lambda r: [row.pop("answer") for row in r], r"missing column answer \(or ground_truth\) "
+     r"\(found: questionId, question, image_path"),
+])
+def test_bad_csv_rows_name_the_file_and_row(tmp_path: Path, change: Any, problem: str) -> None:
+    base = copy_skillopt(tmp_path)
+    edit_csv(base / CSV_SPLITS / "train" / "questions.csv", change)
+    with pytest.raises(DataError, match=r"train/questions.csv: " + problem) as info:
+        skillopt_env(base)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_csv_shapes_and_layouts(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    base = copy_skillopt(tmp_path)
+    val = base / CSV_SPLITS / "val" / "questions.csv"
+    edit_csv(val, lambda r: r[0].update(questionId="101"))
+    with pytest.raises(DataError, match=r"val/questions.csv: row 2: questionId '101' duplicates "
+                       r".*train/questions.csv: row 2"):
+        skillopt_env(base)
+    val.write_text(val.read_text().replace("efgh0002,1,validation", "efgh0002,1,validation,x"))
+    with pytest.raises(DataError, match=r"val/questions.csv: row 3: 10 fields, the header has 9"):
+        skillopt_env(base)
+    val.write_text(val.read_text().splitlines()[0] + "\n")
+    with pytest.raises(DataError, match=r"val/questions.csv: no question rows after the header"):
+        skillopt_env(base)
+    val.rename(val.with_suffix(".json"))
+    with pytest.raises(DataError, match=r"splits: train/, test/ hold a .csv of questions but "
+                       r"val/ do not"):
+        skillopt_env(base)
+    # SkillOpt reads the first CSV by name and nothing else; what is left out is named.
+    shutil.copy(SKILLOPT / CSV_SPLITS / "val" / "questions.csv", val)
+    (base / CSV_SPLITS / "val" / "z_more.csv").write_text("not,read\n")
+    with caplog.at_level(logging.WARNING):
+        env = skillopt_env(base)
+    assert [t.id for t in env.tasks("val")] == ["201", "202"]
+    assert "reading the questions of questions.csv; ignoring z_more.csv, questions.json" in (
+        caplog.text)
+
+
+def test_a_scripted_rollout_on_a_skillopt_row(tmp_path: Path) -> None:
+    env = skillopt_env()
+    task = env.tasks("train")[0]
+    model = ScriptedModel(["Answer: $1,200"])
+    right = env.rollout(task, env.initial_skill(), model)
+    assert (right.hard, right.soft, right.reason) == (1.0, 1.0, "")
+    image = parts(model.calls[0].messages[1])[1]["image_url"]
+    assert "detail" not in image  # image_detail auto: SkillOpt sends none
+    assert base64.b64decode(image["url"].split(",", 1)[1]) == Path(
+        task.metadata["image"]).read_bytes()
+    wrong = env.rollout(task, "", ScriptedModel(["Answer: $1,280"]))
+    assert wrong.hard == 0.0 and 0.5 < wrong.soft < 1.0 and "near miss" in wrong.reason
+    high = ScriptedModel(["x"])
+    skillopt_env(image_detail="high").rollout(task, "", high)
+    assert parts(high.calls[0].messages[1])[1]["image_url"]["detail"] == "high"
+
+
+def test_skillopt_keys_in_a_config_resolve_against_its_folder(tmp_path: Path) -> None:
+    base = copy_skillopt(tmp_path / "checkout")
+    config = {"env": {"name": ENV_NAME, "split_mode": "split_dir", "split_dir": str(CSV_SPLITS),
+                      "image_root": ".", "image_detail": "auto"},
+              "model": {"target": {"backend": "scripted", "default": "x"}}}
+    (base / "c.yaml").write_text(yaml.safe_dump(config))
+    env = build_environment(load_config(base / "c.yaml"))
+    assert isinstance(env, DocVQAEnvironment)
+    assert Path(env.tasks("val")[0].metadata["image"]) == base / "data" / "docvqa_images" / (
+        "q201_d21.png")
+
+
+def test_one_epoch_on_skillopt_csv_splits(tmp_path: Path) -> None:
+    base = copy_skillopt(tmp_path)
+    env = skillopt_env(base)
+    ORACLE.update({t.prompt: t.reference["answers"] for s in ("train", "val", "test")
+                   for t in env.tasks(s)})
+    config = one_epoch({"name": ENV_NAME, "split_mode": "split_dir",
+                        "split_dir": str(CSV_SPLITS), "image_root": "."}, 4, steps_per_epoch=1)
+    train_end_to_end(base, config, target="test_docvqa:docvqa_target",
                      optimizer="test_docvqa:docvqa_optimizer", rule=COPY_RULE)

@@ -11,27 +11,38 @@ equals a gold answer after lowercasing and collapsing whitespace, DocVQA's "accu
 neither has the ``command`` backend: a config that pairs this environment with either is
 refused before anything is loaded. Use ``backend: openai_compatible`` with a vision model.
 
-Data (not bundled: the DocVQA images cannot be shipped here): an annotation file as released
-by DocVQA, ``{"dataset_name": "docvqa", "dataset_split": ..., "data": [{"questionId": ...,
-"question": ..., "image": "documents/xxx.png", "docId": ..., "ucsf_document_id": ...,
-"ucsf_document_page_no": ..., "answers": [...], "question_types": [...]}, ...]}`` (a list of
-such records, or JSONL, also works). ``image`` is relative to the annotation file's folder.
+Data (not bundled: the DocVQA images cannot be shipped here), in one of two formats:
 
-* ``split_mode: ratio`` splits one file (``data_path``, e.g. ``val/val_v1.0.json``) by
-  document: all pages of one UCSF document (``ucsf_document_id``, else ``docId``, else the
+* an annotation file as released by DocVQA, ``{"dataset_name": "docvqa", "dataset_split": ...,
+  "data": [{"questionId": ..., "question": ..., "image": "documents/xxx.png", "docId": ...,
+  "ucsf_document_id": ..., "ucsf_document_page_no": ..., "answers": [...],
+  "question_types": [...]}, ...]}`` (a list of such records, or JSONL, also works); ``image``
+  is relative to the annotation file's folder;
+* a question CSV as SkillOpt materialises it (columns in :mod:`.csvfile`: ``questionId``,
+  ``question``, ``answer`` as a list literal, ``image_path``, ``topic``, ``docId``, ...); a
+  relative ``image_path`` is read from ``image_root`` when it is set, else from the CSV's
+  folder. SkillOpt writes image paths relative to the folder it runs in (its checkout), so
+  for its files set ``image_root`` to that folder.
+
+* ``split_mode: ratio`` splits one file (``data_path``: ``val/val_v1.0.json`` or a ``.csv``)
+  by document: all pages of one UCSF document (``ucsf_document_id``, else ``docId``, else the
   image) land in one split, so the gate never scores a page whose neighbour was trained on.
-* ``split_mode: split_dir`` reads ``train/``, ``val/`` and ``test/`` (a folder or a
-  ``<split>.json`` each), which is the layout of the official release
-  (``train/train_v1.0.json`` beside ``train/documents/``).
+* ``split_mode: split_dir`` reads ``train/``, ``val/`` and ``test/``: either the layout of the
+  official release (a folder or a ``<split>.json`` each, e.g. ``train/train_v1.0.json``
+  beside ``train/documents/``), or SkillOpt's (``data/docvqa/splits``: each folder holds a
+  ``.csv``, of which the first by name is read).
 
 Every split is scored (train rollouts feed the optimizer, val gates, test reports), so every
 record needs gold ``answers``. The official *test* annotations withhold them: a record
 without answers is a :class:`~skillgrad.errors.DataError` naming the file and saying so
 (never silently skipped, which would shrink a split unnoticed); carve a test split out of
 train/val instead. Images are checked when the data is loaded: a missing file, or one that is
-not PNG, JPEG, GIF, WEBP or TIFF by its first bytes, is a DataError naming the annotation
-file. OpenAI-compatible servers do not accept TIFF, so a TIFF page is converted to PNG when
-Pillow is installed and refused at load time otherwise.
+not PNG, JPEG, GIF, WEBP or TIFF by its first bytes, is a DataError naming the data file
+and its record (or CSV row). OpenAI-compatible servers do not accept TIFF, so a TIFF page is
+converted to PNG when Pillow is installed and refused at load time otherwise.
+
+``image_detail: auto`` (the default) sends no ``detail`` with the image, as SkillOpt does;
+``low`` or ``high`` is sent as the image's ``detail``.
 
 The trajectory kept in a :class:`RolloutResult` names the image instead of holding its bytes,
 so run directories and the optimizer's prompts stay small; the call journal keeps the full
@@ -42,7 +53,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -53,9 +64,12 @@ from skillgrad.envs.data import (
     SplitTasksMixin,
     load_splits,
     located_records,
+    require_nonempty,
     resolve_path,
     skill_file,
+    warn_shared_groups,
 )
+from skillgrad.envs.docvqa.csvfile import read_questions, split_files
 from skillgrad.envs.scoring import anls, anls_normalize, extract_final_answer, levenshtein
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
@@ -82,8 +96,12 @@ class DocVQAOptions(EnvOptions):
     anls_threshold: float = Field(
         1.0, gt=0.0, le=1.0, description="hard = 1 when ANLS >= this; 1.0: exact after "
         "lowercasing and whitespace collapsing (DocVQA accuracy)")
-    image_detail: Literal["auto", "low", "high"] | None = Field(
-        None, description="OpenAI image detail level sent with each image; unset: not sent")
+    image_root: Path | None = Field(
+        None, description="the folder relative image paths in a question CSV are read from; "
+        "unset: the CSV's own folder (for SkillOpt's CSVs: the folder SkillOpt runs in)")
+    image_detail: Literal["auto", "low", "high"] = Field(
+        "auto", description="auto: no detail is sent (the server decides); low / high: sent "
+        "as the image's OpenAI detail level")
     max_tokens: int = Field(64, ge=1, description="token limit of the target's answer")
     temperature: float = Field(0.0, ge=0.0, description="sampling temperature of the target")
 
@@ -101,10 +119,21 @@ class DocVQAEnvironment(SplitTasksMixin[DocVQAOptions]):
         if common.split_mode == "ratio" and options.data_path is None:
             raise ConfigError(
                 "env.data_path is required when env.split_mode is 'ratio': DocVQA is not "
-                "bundled; point it at an annotation file such as val/val_v1.0.json, or use "
-                "split_mode: split_dir with train/, val/ and test/")
-        splits = load_splits(common, options.data_path, Path(base_dir), load_docvqa,
-                             lambda t: t.group)
+                "bundled; point it at an annotation file such as val/val_v1.0.json or at a "
+                "question CSV, or use split_mode: split_dir with train/, val/ and test/")
+        image_root = None
+        if options.image_root is not None:
+            image_root = resolve_path(options.image_root, base_dir)
+            if not image_root.is_dir():
+                raise DataError(f"{image_root}: env.image_root is not a folder")
+
+        def loader(path: Path) -> list[Task]:
+            return load_docvqa(path, image_root)
+
+        splits = _csv_splits(common, options, Path(base_dir), loader)
+        if splits is None:
+            splits = load_splits(common, options.data_path, Path(base_dir), loader,
+                                 lambda t: t.group)
         _check_unique_ids(splits)
         return cls(splits, options, skill_file(common, base_dir))
 
@@ -113,8 +142,9 @@ class DocVQAEnvironment(SplitTasksMixin[DocVQAOptions]):
         image = task.metadata["image"]
         text_part = {"type": "text", "text": task.prompt}
         # No try/except: a model failure is infrastructure and must propagate, never be scored.
+        detail = None if o.image_detail == "auto" else o.image_detail
         system, _, completion = single_turn(
-            model, skill, [text_part, image_part(Path(image), o.image_detail)],
+            model, skill, [text_part, image_part(Path(image), detail)],
             max_tokens=o.max_tokens, temperature=o.temperature)
         golds = list(task.reference["answers"])
         answer = extract_final_answer(completion.text)
@@ -193,12 +223,41 @@ def _tiff_to_png(path: Path, data: bytes) -> bytes:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_docvqa(path: Path) -> list[Task]:
-    """The tasks of one DocVQA annotation file; any problem is one DataError naming the file
-    (and the record), including a missing or unusable image."""
+def _csv_splits(common: EnvCommon, options: DocVQAOptions, base_dir: Path,
+                loader: Callable[[Path], list[Task]]) -> dict[Split, list[Task]] | None:
+    """SkillOpt's layout, a question CSV in each split folder; None for any other layout."""
+    if common.split_mode != "split_dir" or common.split_dir is None:
+        return None
+    folder = resolve_path(common.split_dir, base_dir)
+    files = split_files(folder) if folder.is_dir() else None
+    if files is None:
+        return None
+    if options.data_path is not None:
+        raise ConfigError("env.data_path is not used when env.split_mode is 'split_dir'; "
+                          "remove it or set env.split_mode to 'ratio'")
+    splits = {split: loader(path) for split, path in files.items()}
+    require_nonempty(splits, {s: str(p) for s, p in files.items()})
+    warn_shared_groups(splits, lambda t: t.group, folder)
+    return splits
+
+
+def load_docvqa(path: Path, image_root: Path | None = None) -> list[Task]:
+    """The tasks of one DocVQA annotation file or question CSV (by its suffix, ``.csv``);
+    any problem is one DataError naming the file (and the record or row), including a
+    missing or unusable image. ``image_root`` is the folder a CSV's relative image paths are
+    read from (default: the CSV's folder); an annotation file's are relative to its own."""
     path = Path(path)
-    records = located_records(path)
-    tasks = [_task(raw, path, where) for where, raw in records]
+    if path.suffix.lower() == ".csv":
+        records = read_questions(path)
+        images = image_root if image_root is not None else path.parent
+    elif image_root is not None:
+        raise ConfigError(f"env.image_root applies to question CSVs only, and {path} is an "
+                          "annotation file (its image paths are relative to its own folder); "
+                          "remove env.image_root")
+    else:
+        records = located_records(path)
+        images = path.parent
+    tasks = [_task(raw, images, where) for where, raw in records]
     checked: set[str] = set()  # pages carry several questions: read each header once
     for (where, _), task in zip(records, tasks, strict=True):
         image = task.metadata["image"]
@@ -208,7 +267,7 @@ def load_docvqa(path: Path) -> list[Task]:
     return tasks
 
 
-def _task(raw: dict[str, Any], path: Path, where: str) -> Task:
+def _task(raw: dict[str, Any], images: Path, where: str) -> Task:
     qid = raw.get("questionId")
     if isinstance(qid, bool) or not isinstance(qid, (int, str)) or not str(qid).strip():
         raise DataError(f"{where}: key 'questionId' must be an integer or a non-empty "
@@ -236,7 +295,7 @@ def _task(raw: dict[str, Any], path: Path, where: str) -> Task:
         id=str(qid).strip(), prompt=f"Question: {question.strip()}",
         reference={"answers": list(dict.fromkeys(a.strip() for a in answers))},
         group=_document(raw, image),
-        metadata={"image": str(resolve_path(Path(image), path.parent)), "source": image,
+        metadata={"image": str(resolve_path(Path(image), images)), "source": image,
                   "question_types": types, "where": where},
     )
 
