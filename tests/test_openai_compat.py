@@ -441,3 +441,85 @@ def test_a_whole_training_run_over_http_matches_the_scripted_run(tmp_path: Path)
         scripted_dir / "run" / "best_skill.md").read_text()
     assert summary["test"] == expected["test"]
     assert summary["models"]["target"]["retries"] + summary["models"]["optimizer"]["retries"] == 2
+
+
+def test_reasoning_models_get_no_temperature_and_max_completion_tokens(
+    server: FakeOpenAIServer, make: Make
+) -> None:
+    model = make(send_temperature=False, max_tokens_field="max_completion_tokens",
+                 max_tokens_cap=50, reasoning_effort="xhigh")
+    model.complete(ask("hi", temperature=0.3, max_tokens=400))
+    body = server.requests[-1]
+    assert "temperature" not in body and "max_tokens" not in body
+    assert body["max_completion_tokens"] == 50  # lowered to the cap
+    assert body["reasoning_effort"] == "xhigh"
+    model.complete(ask("hi", max_tokens=20))
+    assert server.requests[-1]["max_completion_tokens"] == 20  # under the cap: as asked
+    plain = make()
+    assert plain.identity != model.identity  # the options change replies: the cache keys differ
+
+
+def test_azure_entra_login_sends_a_token_not_a_key(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    asked: list[tuple[str, Any]] = []
+
+    class Credential:
+        def __init__(self, **kwargs: Any) -> None:
+            asked.append((type(self).__name__, kwargs))
+
+    class AzureCliCredential(Credential):
+        pass
+
+    class ManagedIdentityCredential(Credential):
+        pass
+
+    def get_bearer_token_provider(credential: Any, scope: str) -> Callable[[], str]:
+        asked.append(("scope", scope))
+        return lambda: "entra-token"
+
+    identity = types.ModuleType("azure.identity")
+    identity.AzureCliCredential = AzureCliCredential  # type: ignore[attr-defined]
+    identity.ManagedIdentityCredential = ManagedIdentityCredential  # type: ignore[attr-defined]
+    identity.get_bearer_token_provider = get_bearer_token_provider  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "azure", types.ModuleType("azure"))
+    monkeypatch.setitem(sys.modules, "azure.identity", identity)
+    with FakeOpenAIServer() as azure:
+        root = azure.url.removesuffix("/v1")
+        model = make(base_url=None, model="deploy", azure_api_version="2024-10-21",
+                     azure_endpoint=root, azure_login="azure_cli")
+        assert model.complete(ask("hi")).text == "hi"
+        assert azure.headers[0]["authorization"] == "Bearer entra-token"
+        assert "api-key" not in azure.headers[0]
+        make(base_url=None, model="deploy", azure_api_version="2024-10-21", azure_endpoint=root,
+             azure_login="managed_identity", azure_managed_identity_client_id="cid")
+    assert asked[0] == ("AzureCliCredential", {})
+    assert ("ManagedIdentityCredential", {"client_id": "cid"}) in asked
+    assert ("scope", "https://cognitiveservices.azure.com/.default") in asked
+
+
+def test_azure_entra_login_without_azure_identity_names_the_extra(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "azure.identity", None)  # import fails
+    with pytest.raises(ConfigError, match=r'azure_login azure_cli needs azure-identity: pip '
+                       r'install "skillgrad\[azure\]"'):
+        make(base_url=None, model="d", azure_api_version="2024-10-21",
+             azure_endpoint="https://x.openai.azure.com", azure_login="azure_cli")
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"azure_login": "azure_cli"}, "azure_login: only for Azure OpenAI"),
+    ({"azure_login": "azure_cli", "azure_api_version": "2024-10-21",
+      "azure_endpoint": "https://x.openai.azure.com", "api_key_env": "K"},
+     "api_key_env: not used with azure_login azure_cli"),
+])
+def test_azure_login_options_are_checked(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        OpenAICompatibleOptions.model_validate(
+            {"base_url": "http://127.0.0.1:1/v1", "model": "m", **options})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,14 +24,17 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
+from skillgrad.dotted import flatten as _flatten
 from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
 from skillgrad.models.accounting import Budget, Prices
 from skillgrad.redact import redact, redact_at
-from skillgrad.yamlfile import DuplicateKeyError, load_yaml_text
+from skillgrad.skillopt import CompatNote, translate
+from skillgrad.yamlfile import DuplicateKeyError, load_yaml_lines, load_yaml_text
 
 # ----------------------------------------------------------------------------- sections
 
@@ -43,11 +47,14 @@ class TrainSection(Section):
     num_epochs: int = Field(4, ge=1)
     batch_size: int = Field(40, ge=1)
     steps_per_epoch: int | None = Field(None, ge=1, description="default: ceil(train / batch)")
-    train_size: int | None = Field(None, ge=1, description="use only the first N train tasks")
+    train_size: int | None = Field(None, ge=1, description="use only the first N train tasks "
+                                   "(0 or null: all)")
     seed: int = 42
     accumulation: int = Field(
         1, ge=1, description="rollout + reflect batches gathered before one aggregate and update"
     )
+
+    _zero_is_all = field_validator("train_size", mode="before")(lambda v: None if v == 0 else v)
 
 
 class GradientSection(Section):
@@ -97,7 +104,8 @@ class OptimizerSection(Section):
     use_skill_aware_reflection: bool = False
     skill_aware_appendix_source: Literal["both", "failure_only"] = "both"
     skill_aware_consolidate_threshold: int = Field(
-        8, ge=2, description="reminders in the appendix before one call consolidates them")
+        8, ge=0, description="reminders in the appendix before one call consolidates them "
+        "(0: never)")
     max_unusable_steps: int | None = Field(
         3, ge=1, description="stop the run (resumable) after this many steps in a row in which "
         "no analyst reply could be used (every one failed to parse); null: never stop")
@@ -141,9 +149,13 @@ class EvaluationSection(Section):
     density_bonus_weight: float = Field(
         0.0, ge=0.0, description="gate bonus per unit share of directive words (MUST, ALWAYS, "
         "NEVER, VERIFY, ...) outside protected blocks; 0 = off")
-    sel_env_num: int | None = Field(None, ge=1, description="cap on selection tasks")
-    test_env_num: int | None = Field(None, ge=1, description="cap on test tasks")
+    sel_env_num: int | None = Field(None, ge=1, description="cap on selection tasks (0 or "
+                                    "null: all)")
+    test_env_num: int | None = Field(None, ge=1, description="cap on test tasks (0 or null: all)")
     eval_test: bool = True
+
+    _zero_is_all = field_validator("sel_env_num", "test_env_num", mode="before")(
+        lambda v: None if v == 0 else v)
 
     @model_validator(mode="after")
     def _honest_needs_gate(self) -> EvaluationSection:
@@ -237,6 +249,19 @@ class ResolvedConfig:
     raw: dict[str, Any] = field(default_factory=dict)
     env_class: Any = None
     backend_classes: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    notes: tuple[CompatNote, ...] = ()
+    skillopt: bool = False  # the file was SkillOpt's, translated (see skillgrad.skillopt)
+
+    def origin(self, key: str) -> str:
+        """Where a dotted key's value came from: ``FILE:LINE``, ``--set``, ``FILE:LINE (as
+        SkillOpt's KEY)`` for a value mapped from a SkillOpt key, or ``default``."""
+        return self.origins.get(key, "default")
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per key that was read but has no effect here, naming it and why."""
+        return [n.line() for n in self.notes if n.kind == "ignored"]
 
     def resolved(self) -> dict[str, Any]:
         """Every key with its effective value, defaults included."""
@@ -285,20 +310,34 @@ def load_config(
 ) -> ResolvedConfig:
     """Read, merge and validate a config file and its overrides."""
     origins: dict[str, str] = {}
+    lines: dict[str, str] = {}
     raw: dict[str, Any] = {}
     if path is not None:
-        raw = _load_yaml(Path(path), (), origins)
+        raw = _load_yaml(Path(path), (), origins, lines)
     for item in overrides:
         _apply_override(raw, item, origins)
+        lines.update({k: v for k, v in origins.items() if v == "--set"})
+        for stale in [k for k in lines if k not in origins]:
+            del lines[stale]
     folder = base_dir or (Path(path).resolve().parent if path is not None else Path.cwd())
-    return validate(raw, origins, folder, Path(path) if path is not None else None)
+    return validate(raw, origins, folder, Path(path) if path is not None else None, lines=lines)
 
 
 def validate(
-    raw: dict[str, Any], origins: dict[str, str], base_dir: Path, source: Path | None = None
+    raw: dict[str, Any], origins: dict[str, str], base_dir: Path, source: Path | None = None,
+    *, lines: dict[str, str] | None = None,
 ) -> ResolvedConfig:
+    """``origins``: the file (or ``--set``) each dotted key came from, for error messages;
+    ``lines``: the same with the line (``FILE:LINE``), for ``skillgrad config check``.
+
+    A config written for SkillOpt (its flat ``model:`` keys, its 0 = all, its environment
+    names and keys) is first translated into skillgrad's own keys
+    (:mod:`skillgrad.skillopt`); what has no effect here is kept as a note."""
     from skillgrad import registry  # late import: the registry imports environment modules
 
+    lines = dict(lines if lines is not None else origins)
+    moved = translate(raw, origins, lines, _env_keys)
+    raw, origins, lines = moved.raw, moved.origins, moved.where
     try:
         cfg = SkillgradConfig.model_validate(raw)
     except ValidationError as exc:
@@ -322,7 +361,21 @@ def validate(
         )
     _check_target_vision(cfg, env_cls, classes["target"])
     _check_target_tools(cfg, env_options, classes["target"])
-    return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw, env_cls, classes)
+    return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw, env_cls, classes,
+                          origins=lines, notes=tuple(moved.notes), skillopt=moved.skillopt)
+
+
+def _env_keys(name: str) -> dict[str, Any] | None:
+    """The ``env:`` keys environment ``name`` accepts, each with its type (None: no such
+    environment)."""
+    from skillgrad import registry
+
+    try:
+        cls = registry.environment_class(name)
+    except ConfigError:
+        return None
+    fields = {**EnvCommon.model_fields, **cls.Options.model_fields}
+    return {key: info.annotation for key, info in fields.items()}
 
 
 def _check_target_vision(cfg: SkillgradConfig, env_cls: Any, target_cls: Any) -> None:
@@ -366,24 +419,31 @@ def _validate_section(
 # ----------------------------------------------------------------------------- YAML and overrides
 
 
-def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str]) -> dict[str, Any]:
+def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str],
+               lines: dict[str, str]) -> dict[str, Any]:
     resolved = path.resolve()
     if resolved in chain:
         cycle = " -> ".join(str(p) for p in (*chain, resolved))
         raise ConfigError(f"{path}: _base_ inheritance cycle: {cycle}")
-    data = _read_yaml_file(path, chain)
+    data, at = _read_yaml_file(path, chain)
     base_ref = data.pop("_base_", None)
     merged: dict[str, Any] = {}
     if base_ref is not None:
         if not isinstance(base_ref, str) or not base_ref:
             raise ConfigError(f"{path}: _base_ must be a relative or absolute file path")
-        merged = _load_yaml(resolved.parent / base_ref, (*chain, resolved), origins)
-    for key in _flatten(data):
+        base = Path(os.path.normpath(resolved.parent / base_ref))
+        merged = _load_yaml(base, (*chain, resolved), origins, lines)
+    for key, value in _flatten(data).items():
+        if not isinstance(value, dict):  # a value in place of a base's section replaces it
+            for stale in [k for k in origins if k.startswith(key + ".")]:
+                origins.pop(stale)
+                lines.pop(stale, None)
         origins[key] = str(path)
+        lines[key] = f"{path}:{at[key]}" if key in at else str(path)
     return _deep_merge(merged, data)
 
 
-def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], dict[str, int]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -393,12 +453,12 @@ def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file is not UTF-8 text") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file") from None
-    data = load_yaml_text(text, str(path))
+    data, lines = load_yaml_lines(text, str(path))
     if data is None:
-        return {}
+        return {}, {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections, not {type(data).__name__}")
-    return data
+    return data, lines
 
 
 def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
@@ -436,17 +496,6 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, dotted + "."))
-        else:
-            flat[dotted] = value
-    return flat
 
 
 # ----------------------------------------------------------------------------- error messages

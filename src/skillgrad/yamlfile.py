@@ -9,7 +9,7 @@ import yaml
 
 from skillgrad.errors import ConfigError
 
-__all__ = ["DuplicateKeyError", "UniqueKeyLoader", "load_yaml_text"]
+__all__ = ["DuplicateKeyError", "UniqueKeyLoader", "load_yaml_lines", "load_yaml_text"]
 
 
 class DuplicateKeyError(ConfigError):
@@ -21,7 +21,14 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
     PyYAML itself keeps the last value silently (``num_epochs: 2`` and later ``num_epochs: 3``
     in one section trains 3 epochs), so a typo or a bad merge of two configs changes a run
-    without a word. Keys brought in by a ``<<`` merge may be overridden, as YAML intends."""
+    without a word. Keys brought in by a ``<<`` merge may be overridden, as YAML intends.
+
+    ``key_lines`` maps each dotted key of the document to the line it is written on (1-based),
+    for messages that say where a value came from."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.key_lines: dict[str, int] = {}
 
     def construct_document(self, node: yaml.Node) -> Any:
         self._check_keys(node, (), set())
@@ -50,14 +57,21 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     "(each key may appear once in a mapping)")
             if key is not None:
                 lines[key] = line
+                self.key_lines.setdefault(".".join(dotted), line)
             self._check_keys(value_node, dotted, seen)
 
 
 def load_yaml_text(text: str, source: str) -> Any:
     """Parse one YAML document with :class:`UniqueKeyLoader`; every problem is a
     :class:`ConfigError` that names ``source`` (a file, or ``--set KEY``) and the line."""
+    return load_yaml_lines(text, source)[0]
+
+
+def load_yaml_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """:func:`load_yaml_text`, and the line of every dotted key."""
+    loader = UniqueKeyLoader(text)
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)
+        return loader.get_single_data(), loader.key_lines
     except DuplicateKeyError as exc:
         raise DuplicateKeyError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
@@ -65,3 +79,5 @@ def load_yaml_text(text: str, source: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
+    finally:
+        loader.dispose()

@@ -87,9 +87,18 @@ class OpenAICompatibleOptions(BaseModel):
         f"placeholder key ({PLACEHOLDER_KEY!r}) is sent, which keyless local servers accept")
     temperature: float | None = Field(
         None, ge=0.0, description="when set, replaces every request's temperature")
+    send_temperature: bool = Field(
+        True, description="false: never send a temperature (models that accept only their "
+        "own, such as OpenAI's reasoning models)")
     max_tokens: int | None = Field(
         None, ge=1, description="when set, replaces every request's completion-token limit")
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    max_tokens_cap: int | None = Field(
+        None, ge=1, description="the most completion tokens a request may ask for; a larger "
+        "limit is lowered to this")
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="the request field of the completion limit "
+        "(max_completion_tokens: OpenAI's reasoning models)")
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="extra request-body keys, e.g. "
         "chat_template_kwargs: {enable_thinking: false}")
@@ -105,6 +114,13 @@ class OpenAICompatibleOptions(BaseModel):
         None, description="set to use Azure OpenAI (with azure_endpoint)")
     azure_endpoint: str | None = Field(
         None, description="Azure resource URL, e.g. https://NAME.openai.azure.com")
+    azure_login: Literal["api_key", "azure_cli", "managed_identity"] = Field(
+        "api_key", description="Azure: the key in api_key_env, or a Microsoft Entra token "
+        "from the Azure CLI's login or a managed identity (the azure extra)")
+    azure_ad_scope: str = Field("https://cognitiveservices.azure.com/.default",
+                                description="Azure: the scope of the Entra token")
+    azure_managed_identity_client_id: str | None = Field(
+        None, description="Azure, managed_identity: a user-assigned identity's client id")
 
     @field_validator("base_url", "azure_endpoint")
     @classmethod
@@ -124,6 +140,12 @@ class OpenAICompatibleOptions(BaseModel):
         if self.azure_api_version is None and not self.base_url:
             raise ValueError("base_url: required (the server's OpenAI-compatible URL, "
                              "e.g. http://127.0.0.1:8000/v1)")
+        if self.azure_login != "api_key" and self.azure_api_version is None:
+            raise ValueError("azure_login: only for Azure OpenAI (set azure_endpoint and "
+                             "azure_api_version)")
+        if self.azure_login != "api_key" and self.api_key_env is not None:
+            raise ValueError(f"api_key_env: not used with azure_login {self.azure_login} "
+                             "(a token is sent instead of a key)")
         return self
 
 
@@ -274,6 +296,10 @@ class OpenAICompatibleModel:
                  o.structured_output]
         if o.azure_api_version:
             parts.append(f"azure={o.azure_api_version}")
+        if not o.send_temperature:
+            parts.append("no_temperature")
+        if o.max_tokens_cap is not None:
+            parts.append(f"cap={o.max_tokens_cap}")
         return "|".join(parts)
 
     def close(self) -> None:
@@ -308,11 +334,11 @@ class OpenAICompatibleModel:
         o = self.options
         kwargs: dict[str, Any] = {
             "model": o.model, "messages": [_message_param(m) for m in request.messages]}
-        max_tokens = o.max_tokens if o.max_tokens is not None else request.max_tokens
+        max_tokens = self._limit(request)
         if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
+            kwargs[o.max_tokens_field] = max_tokens
         temperature = o.temperature if o.temperature is not None else request.temperature
-        if temperature is not None:
+        if temperature is not None and o.send_temperature:
             kwargs["temperature"] = temperature
         if request.stop:
             kwargs["stop"] = list(request.stop)
@@ -328,6 +354,15 @@ class OpenAICompatibleModel:
         if o.extra_headers:
             kwargs["extra_headers"] = dict(o.extra_headers)
         return kwargs
+
+    def _limit(self, request: ChatRequest) -> int | None:
+        """The completion limit sent: the request's, replaced by ``max_tokens`` and lowered
+        to ``max_tokens_cap`` when they are set."""
+        o = self.options
+        limit = o.max_tokens if o.max_tokens is not None else request.max_tokens
+        if limit is not None and o.max_tokens_cap is not None:
+            limit = min(limit, o.max_tokens_cap)
+        return limit
 
     def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         mode = self.options.structured_output
@@ -365,8 +400,7 @@ class OpenAICompatibleModel:
         :func:`~skillgrad.models.limits.bogus_truncation`). Judged only on the usage the
         server reported, never on an estimate."""
         usage = response.usage
-        limit = self.options.max_tokens if self.options.max_tokens is not None else (
-            request.max_tokens)
+        limit = self._limit(request)
         why = bogus_truncation(
             usage.completion_tokens if usage is not None else None, limit,
             prompt_tokens=usage.prompt_tokens if usage is not None else None,
@@ -445,14 +479,38 @@ def _read_key(options: OpenAICompatibleOptions) -> str:
     return value.strip()
 
 
+def entra_token_provider(options: OpenAICompatibleOptions) -> Any:
+    """A Microsoft Entra token provider for Azure OpenAI: the Azure CLI's login or a managed
+    identity, through ``azure-identity`` (the ``azure`` extra)."""
+    try:
+        from azure.identity import (  # type: ignore[import-not-found,unused-ignore]
+            AzureCliCredential,
+            ManagedIdentityCredential,
+            get_bearer_token_provider,
+        )
+    except ImportError:
+        raise ConfigError(f"azure_login {options.azure_login} needs azure-identity: "
+                          'pip install "skillgrad[azure]"') from None
+    if options.azure_login == "azure_cli":
+        credential = AzureCliCredential()
+    else:
+        client_id = options.azure_managed_identity_client_id
+        credential = (ManagedIdentityCredential(client_id=client_id) if client_id
+                      else ManagedIdentityCredential())
+    return get_bearer_token_provider(credential, options.azure_ad_scope)
+
+
 def _make_client(options: OpenAICompatibleOptions, key: str) -> tuple[openai.OpenAI, str]:
     """The SDK client (never retrying: the shared layer does) and the endpoint it talks to."""
     # The options validator guarantees an endpoint: Azure's, or base_url.
     if options.azure_api_version is not None and options.azure_endpoint:
         url, query = split_query(options.azure_endpoint)
+        credential: dict[str, Any] = (
+            {"api_key": key} if options.azure_login == "api_key"
+            else {"azure_ad_token_provider": entra_token_provider(options)})
         client: openai.OpenAI = openai.AzureOpenAI(
-            azure_endpoint=url, api_version=options.azure_api_version, api_key=key,
-            max_retries=0, timeout=options.timeout, default_query=query or None)
+            azure_endpoint=url, api_version=options.azure_api_version, max_retries=0,
+            timeout=options.timeout, default_query=query or None, **credential)
         return client, public_url(options.azure_endpoint)
     base_url = options.base_url or ""
     url, query = split_query(base_url)

@@ -86,7 +86,7 @@ def update_appendix(
     temperature: float | None = None,
 ) -> tuple[str, AppendixUpdate]:
     """``skill`` with the new, distinct reminders added to its appendix, consolidated by one
-    optimizer call when there are more than ``threshold``."""
+    optimizer call when there are more than ``threshold`` (0: never)."""
     report = AppendixUpdate(proposed=list(proposed))
     current = reminders_of(skill)
     merged = list(current)
@@ -98,7 +98,7 @@ def update_appendix(
             report.added.append(text)
     if not report.added:
         return skill, report
-    if len(merged) > threshold:
+    if threshold and len(merged) > threshold:
         merged = _consolidate(skill, merged, threshold, model, report, max_tokens, temperature)
     return set_block(skill, BLOCK, render(merged)), report
 
