@@ -23,7 +23,8 @@ from typer.core import _click
 
 from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.config import load_config
+from skillgrad.config import ResolvedConfig, load_config
+from skillgrad.config_cli import compat_lines, config_app
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.redact import RedactingFilter
@@ -139,7 +140,7 @@ def train(
     directory takes one process at a time."""
     from skillgrad.build import build_trainer
 
-    resolved = load_config(config, set_ or [])
+    resolved = _load(config, set_)
     run_dir = out or Path("runs") / config.stem
     if replay is not None and replay.resolve() == run_dir.resolve():
         raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
@@ -149,6 +150,14 @@ def train(
                                 allow_config_change=allow_config_change, replay=replay)
         summary = trainer.fit()
     _print_summary(summary, run_dir)
+
+
+def _load(config: Path, set_: list[str] | None) -> ResolvedConfig:
+    """The config, and what became of a SkillOpt config's keys, one line each."""
+    resolved = load_config(config, set_ or [])
+    for line in compat_lines(resolved):
+        console.print(line, markup=False, highlight=False)
+    return resolved
 
 
 class _Stopped(Exception):
@@ -219,7 +228,7 @@ def eval_(
         raise SkillgradError(f"--split: {split!r} is not a split (allowed: train, val, test)")
     if (skill is not None) + initial + no_skill != 1:
         raise SkillgradError("eval: give exactly one of --skill FILE, --initial or --no-skill")
-    resolved = load_config(config, set_ or [])
+    resolved = _load(config, set_)
     text = read_skill_file(skill) if skill is not None else "" if no_skill else None
     label = "initial" if text is None else "no-skill" if no_skill else skill_hash(text)[:8]
     folder = out or Path("runs") / f"eval-{config.stem}-{split}-{label}"
@@ -324,6 +333,7 @@ def models_install(
         out_console.print(f"{name}: {path} (sha256 verified)")
 
 
+app.add_typer(config_app, name="config")
 env_app = typer.Typer(help="Environments: list them, scaffold a new one.", no_args_is_help=True)
 app.add_typer(env_app, name="env")
 backend_app = typer.Typer(help="Model backends.", no_args_is_help=True)
