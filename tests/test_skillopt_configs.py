@@ -20,7 +20,7 @@ from skillgrad.errors import ConfigError
 from skillgrad.testing.openai_server import FakeOpenAIServer
 from tests import toy
 from tests.e2e import cli, one_line_error
-from tests.skillopt_checkout import BENCHMARKS, ENVIRON, SKILLOPT, make_checkout
+from tests.skillopt_checkout import BENCHMARKS, ENVIRON, FIXTURES, SKILLOPT, make_checkout
 
 KEY = "sk-test-skillopt-canary-5f3a"
 NEEDS = {"alfworld": "alfworld", "spreadsheetbench": "openpyxl", "officeqa": "rank_bm25",
@@ -237,6 +237,25 @@ def test_schedulers_and_modes_keep_skillopts_meaning(tmp_path: Path, azure: None
     assert fixed["optimizer.lr_control_mode"] == "fixed"  # SkillOpt budgets none like fixed
     assert _flat(_skillopt(tmp_path, "optimizer: {skill_aware_consolidate_threshold: 0}\n" + env))[
         "optimizer.skill_aware_consolidate_threshold"] == 0
+
+
+def test_skillopts_legacy_flat_configs_load(tmp_path: Path, azure: None) -> None:
+    config = tmp_path / "flat.yaml"
+    config.write_text(f"env: searchqa\nsplit_mode: split_dir\nsplit_dir: {FIXTURES}/searchqa\n"
+                      "edit_budget: 3\nmin_edit_budget: 1\nbatch_size: 4\nsel_env_num: 0\n"
+                      "target_model: my-deployment\noptimizer_model: gpt-5.5\nworkers: 2\n"
+                      "context_chars: 900\n")
+    resolved = load_config(config)
+    flat = flatten(resolved.resolved())
+    assert resolved.skillopt and flat["env.name"] == "searchqa"
+    assert (flat["optimizer.learning_rate"], flat["optimizer.min_learning_rate"]) == (3, 1)
+    assert flat["train.batch_size"] == 4 and flat["evaluation.sel_env_num"] is None
+    assert flat["model.target.model"] == "my-deployment"
+    assert flat["execution.rollout_workers"] == 2 and flat["env.context_chars"] == 900
+    assert resolved.origin("optimizer.learning_rate") == f"{config}:4 (as SkillOpt's flat edit_budget)"
+    config.write_text("env: searchqa\nsplit_mode: split_dir\nsplit_dir: x\nbatch_sise: 4\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'env.batch_sise'"):
+        load_config(config)
 
 
 def test_a_skillopt_key_under_another_environment_is_unknown(tmp_path: Path) -> None:

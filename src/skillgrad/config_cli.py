@@ -50,6 +50,7 @@ def check(config: ConfigArg, set_: SetOpt = None) -> None:
     SkillOpt config's keys became."""
     from skillgrad.build import build_environment
     from skillgrad.envs.base import SPLITS
+    from skillgrad.settings import split_cap
 
     resolved = load_config(config, set_ or [])
     environment = build_environment(resolved)
@@ -61,7 +62,8 @@ def check(config: ConfigArg, set_: SetOpt = None) -> None:
     width = max(len(k) for k in flat)
     for key, value in flat.items():
         say(f"  {key.ljust(width)}  {json.dumps(value, default=str)}  # {resolved.origin(key)}")
-    say(f"env {resolved.config.env.name}: " + ", ".join(f"{s} {n} tasks" for s, n in counts.items()))
+    say(f"env {resolved.config.env.name}: " + ", ".join(
+        _count(split, n, split_cap(resolved.config, split)) for split, n in counts.items()))
     for line in _credentials(resolved) + compat_lines(resolved):
         say(line)
     say("ok")
@@ -131,6 +133,11 @@ def _emit(data: dict[str, Any], resolved: ResolvedConfig, prefix: str, depth: in
             comment = f"  # from {origin}"
         lines.append(f"{pad}{key}: {json.dumps(value, default=str)}{comment}")
     return lines
+
+
+def _count(split: str, tasks: int, cap: int | None) -> str:
+    used = f" (the run uses the first {cap})" if cap is not None and cap < tasks else ""
+    return f"{split} {tasks} tasks{used}"
 
 
 def _credentials(resolved: ResolvedConfig) -> list[str]:

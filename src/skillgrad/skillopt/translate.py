@@ -24,6 +24,7 @@ from typing import Any
 from skillgrad.dotted import flatten, unflatten
 from skillgrad.errors import ConfigError
 from skillgrad.skillopt import envkeys, models, sections
+from skillgrad.skillopt import flat as legacy
 from skillgrad.skillopt.notes import CompatNote, NoteKind
 
 # The fields of an environment: name -> annotation (None: there is no such environment).
@@ -71,7 +72,8 @@ class Work:
 
     def at(self, key: str) -> str:
         """``FILE:LINE`` (or ``--set``) of a key as the user wrote it."""
-        return self._where.get(key) or self._origins.get(key) or "defaults"
+        files = [w.split(":", 1)[0] for w in self._where.values() if w != "--set"]
+        return self._where.get(key) or self._origins.get(key) or (files[-1] if files else "config")
 
     # ---------------------------------------------------------------- writing
 
@@ -83,7 +85,8 @@ class Work:
         self.src.pop(key, None)
         name = target or key
         self.out[name] = value
-        renamed = name != key
+        base = self._origins.get(key, "")
+        renamed = name != key and "(as SkillOpt's" not in base
         suffix = f" (as SkillOpt's {key})" if renamed else ""
         self.origins[name] = self._origins.get(key, "defaults") + suffix
         self.where[name] = self.at(key) + suffix
@@ -127,6 +130,9 @@ def translate(raw: dict[str, Any], origins: dict[str, str], where: dict[str, str
               env_fields: EnvFields, *, environ: Mapping[str, str] | None = None,
               cwd: Path | None = None) -> Translation:
     """``raw`` in skillgrad's keys. A native config comes back as it is."""
+    if legacy.is_flat(raw):
+        origins, where = dict(origins), dict(where)
+        raw = unflatten(legacy.sectioned(raw, origins, where))
     flat = flatten(raw)
     env_name = str(flat.get("env.name") or "")
     fields = env_fields(envkeys.native_name(env_name)) or {}
