@@ -146,6 +146,9 @@ class EvaluationSection(Section):
         None, gt=0.0, description="accept when the mean improvement reaches this margin "
         "(alone, or as an alternative to gate_test)")
     gate_bootstrap_samples: int = Field(2000, ge=100)
+    gate_no_regression: bool = Field(
+        False, description="also reject a candidate that scores lower than the current skill "
+        "on any selection task")
     density_bonus_weight: float = Field(
         0.0, ge=0.0, description="gate bonus per unit share of directive words (MUST, ALWAYS, "
         "NEVER, VERIFY, ...) outside protected blocks; 0 = off")
@@ -161,8 +164,10 @@ class EvaluationSection(Section):
     def _honest_needs_gate(self) -> EvaluationSection:
         # The default test is no choice of the user's: only one set explicitly contradicts it.
         chosen = "gate_test" in self.model_fields_set and self.gate_test != "strict"
-        if not self.use_gate and (chosen or self.gate_min_margin is not None):
-            raise ValueError("gate_test and gate_min_margin need use_gate: true")
+        if not self.use_gate and (chosen or self.gate_min_margin is not None
+                                  or self.gate_no_regression):
+            raise ValueError("gate_test, gate_min_margin and gate_no_regression need "
+                             "use_gate: true")
         return self
 
 

@@ -117,4 +117,5 @@ def gate_rule(cfg: SkillgradConfig) -> GateRule:
     return GateRule(metric=ev.gate_metric, mixed_weight=ev.gate_mixed_weight,
                     use_gate=ev.use_gate, test=ev.gate_test, alpha=ev.gate_alpha,
                     min_margin=ev.gate_min_margin, bootstrap_samples=ev.gate_bootstrap_samples,
-                    density_weight=ev.density_bonus_weight, seed=cfg.train.seed)
+                    density_weight=ev.density_bonus_weight, seed=cfg.train.seed,
+                    no_regression=ev.gate_no_regression)

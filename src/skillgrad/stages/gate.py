@@ -38,6 +38,7 @@ class GateRule:
     bootstrap_samples: int = 2000
     density_weight: float = 0.0
     seed: int = 0
+    no_regression: bool = False  # also reject when any selection task gets worse
 
     def describe(self) -> str:
         """The rule in words, as the summary states it."""
@@ -54,6 +55,8 @@ class GateRule:
         text = f"{rule} on the selection split ({self.metric})"
         if self.density_weight:
             text += f", plus a directive-density bonus of weight {self.density_weight:g}"
+        if self.no_regression:
+            text += ", and no selection task worse"
         return text
 
     def value(self, score: EvalScore, density: float = 0.0) -> float:
@@ -127,6 +130,13 @@ def decide(
               "gated": rule.use_gate, "rule": rule.describe(),
               "bonus": bonus[0] - bonus[1] if rule.density_weight else None}
     passed, why, extra = _judge(candidate, current, rule, c - cur, bonus[0] - bonus[1])
+    if passed and rule.use_gate and rule.no_regression:
+        worse = _regressed(candidate, current, rule)
+        if worse:
+            passed, why = False, (f"{why}, but {len(worse)} selection "
+                                  f"task{'s' if len(worse) > 1 else ''} got worse "
+                                  f"({', '.join(worse[:3])}{', ...' if len(worse) > 3 else ''}; "
+                                  "no regression allowed)")
     if passed and c > b:
         return GateDecision(decision="accept_new_best", reason=f"{why}; {c:.4f} > best {b:.4f}",
                             **common, **extra)
@@ -136,6 +146,13 @@ def decide(
         return GateDecision(decision="accept", reason=f"gate off: adopted although {why}",
                             **common, **extra)
     return GateDecision(decision="reject", reason=why, **common, **extra)
+
+
+def _regressed(candidate: EvalScore, current: EvalScore, rule: GateRule) -> list[str]:
+    """The selection tasks on which the candidate scores lower than the current skill."""
+    common = sorted(set(candidate.per_task) & set(current.per_task))
+    gains = paired_gains(candidate, current, rule)
+    return [task for task, gain in zip(common, gains, strict=True) if gain < -1e-12]
 
 
 def _judge(
