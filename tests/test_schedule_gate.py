@@ -247,12 +247,12 @@ def test_the_default_gate_takes_a_real_gain() -> None:
 
 
 def test_no_regression_rejects_a_significant_gain_that_loses_one_task() -> None:
-    cand = paired([1, 1, 1, 1, 1, 1, 0, 0, 0, 0], "cand")
+    cand = paired([1, 1, 1, 1, 1, 1, 1, 0, 1, 1], "cand")
     cur = paired([0, 0, 0, 0, 0, 0, 0, 1, 0, 0], "cur")  # t7: right before, wrong after
     assert decide(cand, cur, cur, GateRule(test="sign")).decision == "accept_new_best"
     d = decide(cand, cur, cur, GateRule(test="sign", no_regression=True))
     assert d.decision == "reject" and "1 selection task got worse (t7; no regression" in d.reason
     assert "no selection task worse" in d.rule
-    clean = paired([1, 1, 1, 1, 1, 1, 0, 1, 0, 0], "clean")
+    clean = paired([1, 1, 1, 1, 1, 1, 1, 1, 1, 1], "clean")
     assert decide(clean, cur, cur, GateRule(test="sign", no_regression=True)).decision == (
         "accept_new_best")
