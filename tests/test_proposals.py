@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 import toy
 from conftest import toy_config
 
@@ -199,3 +200,26 @@ def test_a_run_killed_while_screening_resumes_to_the_same_result(
     assert run(cfg, tmp_path / "run", second) is not None
     assert comparable(tmp_path / "run") == comparable(tmp_path / "ref")
     assert first.completed + second.completed == reference.completed
+
+
+def test_a_line_that_hurts_is_found_by_ablation_when_no_added_rule_can_undo_it(
+        toy_dir: Path) -> None:
+    cfg = _sampled(toy_dir, helpful=False, proposals=1)
+    rules = "".join(f"\n{toy.rule(topic)}\n" for topic in ("year", "city", "animal"))
+    (toy_dir / "toy_skill.md").write_text(toy.INITIAL_SKILL + rules + f"\n{toy.HARMFUL}\n")
+    data = yaml.safe_load(cfg.read_text())
+    data["gradient"]["line_ablations"] = 2
+    cfg.write_text(yaml.safe_dump(data))
+    _train(cfg, toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    rows = json.loads((step / "screen.json").read_text())["rows"]
+    assert rows[1]["edits"] == [f"delete: {toy.HARMFUL}"]  # the latest line first
+    assert rows[2]["edits"] == [f"delete: {toy.rule('animal')}"]
+    assert json.loads((step / "screen.json").read_text())["chosen"] == 1
+    assert json.loads((step / "gate.json").read_text())["decision"] == "accept_new_best"
+    assert toy.HARMFUL not in (toy_dir / "run" / "best_skill.md").read_text()
+
+
+def test_no_ablation_by_default(toy_dir: Path) -> None:
+    _train(_sampled(toy_dir, helpful=False, proposals=1), toy_dir / "run")
+    assert not (toy_dir / "run" / "steps" / "e01-s001" / "screen.json").exists()

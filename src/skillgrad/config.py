@@ -70,6 +70,9 @@ class GradientSection(Section):
         1, ge=1, le=8, description="candidates made per step, each from its own sampled "
         "reflection; with more than one, each is rolled out on the step's training tasks and "
         "the best that beats the current skill there goes to the gate")
+    line_ablations: int = Field(
+        0, ge=0, le=8, description="also screen candidates that each delete one instruction "
+        "line of the current skill (the latest first, up to this many a step)")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
         "from each failed reply set beside its expected answer, appended as bullets")

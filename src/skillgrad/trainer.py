@@ -50,7 +50,7 @@ from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import rollout, score
-from skillgrad.stages.screen import screen
+from skillgrad.stages.screen import ablations, screen
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
     TrainerState,
@@ -172,6 +172,7 @@ class Trainer:
                 out, skill, self._batch(j)[1], k)]
             made.append((more, self._propose(skill, more, budget, results)))
         unusable = unusable_reason([p for asked, _ in made for p in asked])
+        made += [([], p) for p in ablations(skill, self.cfg.gradient.line_ablations)]
         screened_out, chosen = None, 0
         if len(made) > 1:
             screening = self._stage("screen", None, lambda: screen(

@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillgrad.records import RolloutResult, Suggestion, Task
-from skillgrad.skill import skill_hash
+from skillgrad.records import Edit, RolloutResult, Selection, Suggestion, Task
+from skillgrad.skill import body_without_blocks, skill_hash
 from skillgrad.stages.candidate import Proposal
+from skillgrad.stages.update import apply_edits
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,7 @@ def screen(
     for i, p in enumerate(proposals):
         digest = skill_hash(p.candidate)
         row: dict[str, Any] = {"proposal": i, "candidate_hash": digest,
-                               "edits": [e.description if isinstance(e, Suggestion) else e.content
-                                         for e in p.kept]}
+                               "edits": [_shown(e) for e in p.kept]}
         if p.refusal is not None:
             row.update(status="refused", reason=p.refusal)
         elif p.candidate == skill:
@@ -75,3 +75,27 @@ def screen(
         reason = (f"no proposal beat the current skill on the step's {len(tasks)} training "
                   f"tasks (best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)")
     return Screening(None, reason, current, rows)
+
+
+def _shown(item: Edit | Suggestion) -> str:
+    if isinstance(item, Suggestion):
+        return item.description
+    return f"delete: {item.anchor}" if item.op == "delete" else item.content
+
+
+def ablations(skill: str, limit: int) -> list[Proposal]:
+    """Candidates that each delete one instruction line of ``skill`` (the latest first, up to
+    ``limit``; headings, blank lines and protected blocks are left alone). Screened next to
+    the analysts' proposals, they let a step find that a line hurts, which no added rule can
+    undo."""
+    lines = [line.strip() for line in body_without_blocks(skill).splitlines()]
+    candidates = [line for line in lines if line and not line.startswith("#")]
+    proposals = []
+    for line in list(dict.fromkeys(reversed(candidates)))[:limit]:
+        edit = Edit(op="delete", anchor=line, rationale="line ablation")
+        candidate, report = apply_edits(skill, [edit])
+        if candidate != skill:
+            proposals.append(Proposal(
+                candidate=candidate, items=(edit,), n_proposed=1, n_applied=1, report=report,
+                selection=Selection(budget=1, ranked=(edit,), kept=(edit,))))
+    return proposals
