@@ -33,6 +33,8 @@ EXPECTED = {
     "slow_update": {"previous", "skill", "meta", "counts", "shown", "pairs", "constraints"},
     "meta_skill": {"meta", "history", "counts", "pairs"},
     "consolidate": {"count", "limit", "skill", "reminders"},
+    "sleep_mine": {"evidence", "draft"},
+    "sleep_judge": {"intent", "rubric", "answer"},
     "skill_aware_failure": set(),
     "skill_aware_success": set(),
 }

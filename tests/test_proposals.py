@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 import toy
+import yaml
 from conftest import toy_config
 
 from skillgrad.build import build_trainer

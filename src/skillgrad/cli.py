@@ -29,6 +29,7 @@ from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.redact import RedactingFilter
 from skillgrad.rundir import RunDir
+from skillgrad.sleep.cli import sleep_app
 
 # The click inside typer: its usage error is what a mistyped command line raises.
 UsageError = _click.exceptions.UsageError
@@ -334,6 +335,7 @@ def models_install(
 
 
 app.add_typer(config_app, name="config")
+app.add_typer(sleep_app, name="sleep")
 env_app = typer.Typer(help="Environments: list them, scaffold a new one.", no_args_is_help=True)
 app.add_typer(env_app, name="env")
 backend_app = typer.Typer(help="Model backends.", no_args_is_help=True)

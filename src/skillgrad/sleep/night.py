@@ -1,0 +1,208 @@
+"""One night: harvest, mine, train each routed skill behind the gate, stage the result.
+
+The training is a :class:`~skillgrad.trainer.Trainer` run over the ``sleep`` environment, one
+run directory per skill in the night's work folder, with the project's model settings: the
+gate, resume, budgets, the handoff backend and every model backend are the trainer's own. A
+night that stops (a budget ran out, handoff answers are pending) is taken up again by the next
+``sleep run``; one night runs at a time per project.
+
+Layout, under ``<project>/.skillgrad/sleep/``: ``config.yaml`` (optional), ``archive/`` (the
+harvested sessions, redacted), ``state/`` (harvest checkpoints, the pending night, the last
+night), ``work/<night>/`` (its tasks and run directories) and ``nights/<night>/`` (what it
+staged: :mod:`skillgrad.sleep.stage`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillgrad.errors import ConfigError
+from skillgrad.rundir import atomic_write_text, read_jsonl
+from skillgrad.sleep.sessions import AGENTS
+from skillgrad.sleep.tasks import SleepTask, split_of
+from skillgrad.yamlfile import load_yaml_text
+
+SLEEP_DIR = Path(".skillgrad") / "sleep"
+SECTIONS = ("sleep", "model", "train", "gradient", "optimizer", "evaluation", "execution")
+
+
+class SleepSection(BaseModel):
+    """The ``sleep:`` section of a project's sleep config (``.skillgrad/sleep/config.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agents: list[str] = Field(default_factory=lambda: [str(a) for a in AGENTS])
+    window_hours: float = Field(72.0, gt=0, description="the sessions of how many hours a "
+                                "night mines")
+    min_occurrences: int = Field(2, ge=1, description="times a request must recur")
+    max_tasks: int = Field(40, ge=1)
+    min_tasks: int = Field(3, ge=2, description="tasks a skill needs to be trained")
+    miner: str = Field("llm", pattern="^(llm|heuristic)$")
+    val_percent: int = Field(34, ge=1, le=90)
+    redact_patterns: list[str] = Field(default_factory=list)
+    judge: dict[str, Any] | None = Field(None, description="default: model.optimizer's section")
+    judge_samples: int = Field(1, ge=1, le=8)
+    require_review: bool = False
+    settle_seconds: float = Field(60.0, ge=0)
+
+
+@dataclass
+class SkillRun:
+    """What a night did with one skill's tasks."""
+
+    name: str
+    target: Path | None
+    tasks: list[SleepTask]
+    status: str = "trained"  # trained | unverified | too few tasks
+    reason: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    before: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    accepted: list[dict[str, Any]] = field(default_factory=list)
+    proposed: str | None = None
+
+
+def load_sleep_config(path: Path | None) -> tuple[dict[str, Any], SleepSection]:
+    """The night's skillgrad sections (model, train, ...) and its ``sleep:`` section."""
+    if path is None or not path.exists():
+        return {}, SleepSection()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    data = load_yaml_text(text, str(path)) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections")
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown section '{unknown[0]}' (allowed: "
+                          f"{', '.join(SECTIONS)})")
+    try:
+        section = SleepSection.model_validate(data.pop("sleep", None) or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"{path}: sleep.{key}: {err['msg']}") from None
+    return data, section
+
+
+@contextmanager
+def night_lock(folder: Path) -> Iterator[None]:
+    """One night at a time per project: a second one is refused, not queued."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "night.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"{folder}: another night is running for this project") from None
+        yield
+
+
+def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path: Path,
+                 skill_file: Path | None, n_train: int) -> dict[str, Any]:
+    """A trainer config for one skill's tasks: the project's model settings, one pass over
+    its training tasks, the gate with no per-task regression, no test split of its own."""
+    model = dict(settings.get("model") or {})
+    judge = section.judge if section.judge is not None else model.get("optimizer", {})
+    batch = max(1, min(8, n_train))
+    raw: dict[str, Any] = {
+        "train": {"num_epochs": 1, "batch_size": batch,
+                  "steps_per_epoch": max(1, math.ceil(n_train / batch))},
+        "gradient": {"minibatch_size": batch},
+        "optimizer": {"learning_rate": 2, "min_learning_rate": 1},
+        "evaluation": {"gate_no_regression": True, "eval_test": False},
+        "env": {"name": "sleep", "tasks_path": str(tasks_path),
+                "val_percent": section.val_percent, "judge": judge or None,
+                "judge_samples": section.judge_samples,
+                "require_review": section.require_review},
+    }
+    if skill_file is not None:
+        raw["env"]["skill_init"] = str(skill_file)
+    for key in ("train", "gradient", "optimizer", "evaluation", "execution"):
+        raw.setdefault(key, {}).update(settings.get(key) or {})
+    if model:
+        raw["model"] = model
+    return raw
+
+
+def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path) -> None:
+    """One trainer run over a skill's tasks, in ``folder``: the scores before and after per
+    selection task, and the accepted steps with the tasks their edits were made from. Paths
+    of the model settings are read from ``base_dir`` (the sleep config's folder)."""
+    from skillgrad.build import build_trainer
+    from skillgrad.config import validate
+
+    run_dir = folder / "runs" / slug(run.name)
+    run.summary = build_trainer(validate(raw, {}, base_dir), run_dir).fit()
+    skills = run.summary["skills"]
+    run.before = _per_task(run_dir, skills["initial"])
+    run.after = _per_task(run_dir, skills["best"])
+    for record_path in sorted((run_dir / "steps").glob("*/record.json")):
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if str(record.get("decision", "")).startswith("accept"):
+            rolled = read_jsonl(record_path.parent / "rollouts.jsonl")
+            run.accepted.append({"step": record_path.parent.name,
+                                 "reason": record.get("reason", ""),
+                                 "tasks": sorted({r["task_id"] for r in rolled})})
+    if skills["best"] != skills["initial"]:
+        run.proposed = (run_dir / "best_skill.md").read_text(encoding="utf-8")
+
+
+def _per_task(run_dir: Path, digest: str) -> dict[str, float]:
+    path = run_dir / "evals" / f"val-{digest[:16]}" / "rollouts.jsonl"
+    return {r["task_id"]: r["soft"] for r in read_jsonl(path)} if path.exists() else {}
+
+
+def route(tasks: list[SleepTask], known: Mapping[str, Any]) -> dict[str, list[SleepTask]]:
+    """Tasks by the skill that was active in their sessions; those no skill fits under
+    ``""`` (a new skill may be proposed for them)."""
+    routed: dict[str, list[SleepTask]] = {}
+    for task in tasks:
+        name = task.skill if task.skill and task.skill in known else ""
+        routed.setdefault(name, []).append(task)
+    return routed
+
+
+def split_counts(tasks: list[SleepTask], val_percent: int) -> tuple[int, int]:
+    val = sum(split_of(t, val_percent) == "val" for t in tasks)
+    return len(tasks) - val, val
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "skill"
+
+
+class NightState:
+    """The night a stopped run left pending, and when the last one finished."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder / "state"
+
+    def pending(self) -> str | None:
+        path = self.folder / "pending.json"
+        if not path.exists():
+            return None
+        return str(json.loads(path.read_text(encoding="utf-8"))["night"])
+
+    def set_pending(self, night: str | None) -> None:
+        path = self.folder / "pending.json"
+        if night is None:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"night": night}) + "\n")
+
+
+def window_start(now: datetime, section: SleepSection) -> datetime:
+    return now.astimezone(timezone.utc) - timedelta(hours=section.window_hours)

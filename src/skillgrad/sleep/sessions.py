@@ -1,0 +1,89 @@
+"""One typed model of an agent session, whatever agent wrote it.
+
+Adapters (:mod:`skillgrad.sleep.harvest`) read each agent's own format into these records and
+leave out what is not the user's or the agent's words: compaction summaries, injected
+context (meta records, AGENTS.md preambles, environment blocks), tool-result-only lines,
+mirrored duplicates, abandoned branches of a rewound conversation. A tool call carries its
+result, joined by id. Every time is timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+# skillgrad's own agent runs (replays of mined tasks) work in a folder whose name starts with
+# this and put "[skillgrad-replay]" in their first prompt; harvest never reads them back.
+REPLAY_MARKER = "skillgrad-replay"
+
+Agent = Literal["claude_code", "codex", "copilot", "opencode", "gemini"]
+AGENTS: tuple[Agent, ...] = ("claude_code", "codex", "copilot", "opencode", "gemini")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call and its result. ``arguments``: the parsed JSON object when the agent
+    wrote JSON, else the text. ``exit_code``: a shell command's, where the log records it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str = ""
+    output: str | None = None  # None: no result was recorded (the session ended first)
+    exit_code: int | None = None
+    is_error: bool = False
+    time: datetime | None = None
+
+    @property
+    def command(self) -> str | None:
+        """The shell command this call ran, if it is a shell call (any agent's naming)."""
+        args = self.arguments
+        if not isinstance(args, dict):
+            return None
+        value = args.get("command", args.get("cmd"))
+        if isinstance(value, list):
+            return " ".join(str(v) for v in value)
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message. A user turn is text the person typed (``interrupt``: the person stopped
+    the agent here); an assistant turn is the agent's text and the tools it called."""
+
+    role: Literal["user", "assistant"]
+    text: str
+    time: datetime | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    interrupt: bool = False
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session of one agent in one working directory."""
+
+    agent: Agent
+    id: str
+    source: Path  # the file (or database) it was read from
+    turns: tuple[Turn, ...]
+    cwd: Path | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    git_branch: str | None = None
+    git_commit: str | None = None
+    model: str | None = None
+    skills: tuple[str, ...] = ()  # skills the agent loaded or invoked
+    files_changed: tuple[str, ...] = ()  # paths its edit tools wrote
+    parent_id: str | None = None  # the session a sub-agent or fork came from
+    sidechain: bool = False  # a sub-agent's conversation
+    headless: bool = False  # a non-interactive run (codex exec, claude -p), as the log says
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompts(self) -> list[Turn]:
+        return [t for t in self.turns if t.role == "user" and not t.interrupt]
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [c for t in self.turns for c in t.tool_calls]

@@ -1,0 +1,223 @@
+"""A whole night on realistic Claude Code sessions: harvest, mine, train the active skill
+behind the gate with a noisy optimizer (helpful, harmful and fact-copying proposals: the gate
+decides what survives), stage, adopt, refuse drift, roll back; a second night at the same time
+is refused; a stopped night is taken up again."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from skillgrad.errors import ConfigError
+from skillgrad.models.messages import ChatRequest
+from skillgrad.sleep.cycle import run_night
+from skillgrad.sleep.demo import FAKE_KEY, MODULES, SKILL, claude_session, write_demo
+from skillgrad.sleep.night import SLEEP_DIR
+from skillgrad.sleep.stage import Staging
+from tests.e2e import cli
+
+NOW = datetime(2026, 3, 9, 3, 17, tzinfo=timezone.utc)
+HELPFUL = "- Name the file you change."
+HARMFUL = "- Never name files; describe changes in general terms."
+
+
+def _optimizer(request: ChatRequest) -> Any:
+    """Greedy: a harmful rule; at 0.7: a line copied from a task; hotter: the helpful rule.
+    As the judge: full marks for an answer that names a file."""
+    prompt = request.messages[-1].text()
+    if request.kind == "sleep_judge":
+        answer = prompt.rsplit("## Answer", 1)[1]
+        return {"score": 1.0 if ".py" in answer else 0.2, "reason": "names the file or not"}
+    if request.kind not in ("analyst_failure", "analyst_success"):
+        raise AssertionError(f"unexpected call {request.kind}")
+    t = request.temperature or 0.0
+    if request.kind == "analyst_success" or t < 0.5:
+        content = HARMFUL
+    elif t < 0.8:
+        content = "- fix the failing test in the billing module of the shop"
+    else:
+        content = HELPFUL
+    return {"reasoning": "r", "edits": [{"op": "append", "content": content}]}
+
+
+def _target(request: ChatRequest) -> str:
+    skill, prompt = request.messages[0].text(), request.messages[1].text()
+    module = next(m for m in MODULES if m in prompt)
+    if "Never name files" in skill:
+        return "Changed the module."
+    return f"Fixed shop/{module}.py." if HELPFUL in skill else "Fixed the test."
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root, claude = write_demo(tmp_path, NOW)
+    other = claude / "projects" / "-home"  # a session in the home folder
+    other.mkdir()
+    claude_session(other, "elsewhere", tmp_path / "home", NOW - timedelta(hours=5), "billing", 0)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    config = {"sleep": {"agents": ["claude_code"], "miner": "heuristic", "min_tasks": 3,
+                        "val_percent": 50},
+              "model": {"target": {"backend": "scripted", "function": f"{__name__}:_target"},
+                        "optimizer": {"backend": "scripted",
+                                      "function": f"{__name__}:_optimizer"}},
+              "gradient": {"proposals": 3}, "evaluation": {"gate_test": "sign"}}
+    (root / SLEEP_DIR / "config.yaml").write_text(yaml.safe_dump(config))
+    return root
+
+
+def _night(project: Path, **kw: Any) -> Any:
+    environ = {"CLAUDE_CONFIG_DIR": str(project.parent / "claude")}
+    return run_night(project, home=project.parent / "home", environ=environ, now=NOW, **kw)
+
+
+def test_a_night_keeps_the_helpful_edit_and_stages_it(project: Path) -> None:
+    result = _night(project)
+    assert result.harvested == 32  # the home-folder session is not this project's
+    assert len(result.tasks.tasks) == 16 and all(t.occurrences == 2 for t in result.tasks.tasks)
+    (run,) = result.runs
+    assert run.name == "shop-dev" and run.status == "trained"
+    assert run.proposed is not None and HELPFUL in run.proposed
+    assert HARMFUL not in run.proposed and "billing module" not in run.proposed
+    assert result.staged is not None
+    staged = (result.staged / "report.md").read_text()
+    assert "Selection score" in staged and "accepted at" in staged
+    live = project / ".claude" / "skills" / "shop-dev" / "SKILL.md"
+    assert live.read_text() == SKILL  # staged only
+    # Adopt: the front matter kept byte for byte, the body trained; then roll back.
+    staging = Staging(project)
+    staging.adopt(result.night)
+    adopted = live.read_text()
+    assert adopted.startswith(SKILL.split("# Shop")[0]) and HELPFUL in adopted
+    staging.rollback(result.night)
+    assert live.read_text() == SKILL
+    assert ".skillgrad/" in (project / ".gitignore").read_text()
+
+
+def test_adoption_refuses_a_file_changed_since_staging(project: Path) -> None:
+    result = _night(project)
+    live = project / ".claude" / "skills" / "shop-dev" / "SKILL.md"
+    live.write_text(SKILL + "\nA line the user added.\n")
+    with pytest.raises(Exception, match="SKILL.md: changed"):
+        Staging(project).adopt(result.night)
+    assert live.read_text().endswith("A line the user added.\n")
+
+
+def test_a_second_night_at_the_same_time_is_refused(project: Path) -> None:
+    from skillgrad.sleep.night import night_lock
+
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with night_lock(project / SLEEP_DIR):
+            started.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    started.wait(10)
+    try:
+        with pytest.raises(ConfigError, match="another night is running"):
+            _night(project)
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_a_dry_run_writes_nothing_to_the_project(project: Path) -> None:
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    result = _night(project, dry_run=True)
+    assert result.runs and result.runs[0].proposed is not None
+    after = sorted(p.relative_to(project) for p in project.rglob("*"))
+    assert [p for p in after if p not in before] == [Path(".skillgrad/sleep/night.lock")]
+
+
+def test_the_cli_runs_a_night_and_reports_it(project: Path) -> None:
+    config = project / SLEEP_DIR / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["sleep"]["window_hours"] = 24 * 365 * 50  # the fixture's sessions are dated 2026-03
+    config.write_text(yaml.safe_dump(data))
+    tests = Path(__file__).resolve().parent
+    env = {"CLAUDE_CONFIG_DIR": str(project.parent / "claude"), "HOME": str(project.parent),
+           "PYTHONPATH": f"{tests}:{tests.parent}"}
+    proc = cli("sleep", "run", "--project", str(project), cwd=project, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "# Night" in proc.stdout and "staged:" in proc.stdout
+    status = cli("sleep", "status", "--project", str(project), cwd=project, env=env)
+    assert status.returncode == 0 and ": staged, 1 files (shop-dev)" in status.stdout
+    assert "schedul" in status.stdout
+
+
+def test_a_secret_in_a_session_reaches_no_prompt_and_no_file(project: Path) -> None:
+    logs = project.parent / "claude" / "projects" / "-shop"
+    assert FAKE_KEY in (logs / "s0-0.jsonl").read_text()
+    result = _night(project)
+    assert result.harvested == 32 and result.staged is not None
+    for written in (project / ".skillgrad").rglob("*"):
+        if written.is_file():
+            assert FAKE_KEY not in written.read_text(errors="replace"), written
+
+
+def _answer(request: dict[str, Any]) -> str:
+    """The scripted models' reply to a handed-off request."""
+    messages = request["messages"]
+    text = lambda m: m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])  # noqa: E731
+    if request.get("json_schema") is None:
+        skill, prompt = text(messages[0]), text(messages[1])
+        module = next(m for m in MODULES if m in prompt)
+        return f"Fixed shop/{module}.py." if HELPFUL in skill else "Fixed the test."
+    prompt = text(messages[-1])
+    if "## Answer" in prompt:
+        return json.dumps({"score": 1.0 if ".py" in prompt.rsplit("## Answer", 1)[1] else 0.2,
+                           "reason": "r"})
+    return json.dumps({"reasoning": "r", "edits": [{"op": "append", "content": HELPFUL}]})
+
+
+def test_a_night_through_the_handoff_backend_stops_and_goes_on(project: Path) -> None:
+    from skillgrad.errors import RunStopped
+
+    config = project / SLEEP_DIR / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["model"] = {"target": {"backend": "handoff", "dir": "handoff"},
+                     "optimizer": {"backend": "handoff", "dir": "handoff"}}
+    data["gradient"] = {"proposals": 1}
+    config.write_text(yaml.safe_dump(data))
+    folder = project / SLEEP_DIR / "handoff"
+    rounds = 0
+    while True:
+        try:
+            result = _night(project)
+            break
+        except RunStopped:
+            rounds += 1
+            assert rounds < 30
+            pending = json.loads((folder / "pending.json").read_text())
+            for call in pending["pending"]:
+                request = json.loads((folder / call["request"]).read_text())
+                (folder / call["answer"]).parent.mkdir(exist_ok=True)
+                (folder / call["answer"]).write_text(_answer(request))
+    assert rounds >= 2
+    assert result.runs[0].proposed is not None and HELPFUL in result.runs[0].proposed
+    assert result.staged is not None
+
+
+def test_schedule_status_and_unschedule_through_the_cli(project: Path, tmp_path: Path) -> None:
+    stub = Path(__file__).resolve().parent / "fixtures" / "sleep" / "bin"
+    table = tmp_path / "crontab.txt"
+    table.write_text("MAILTO=dev@example.com\n0 9 * * 1 /usr/bin/backup\n")
+    env = {"PATH": f"{stub}:{os.environ['PATH']}", "CRONTAB_STUB_TABLE": str(table)}
+    proc = cli("sleep", "schedule", "--project", str(project), cwd=project, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "sleep run --project" in table.read_text()
+    assert table.read_text().startswith("MAILTO=dev@example.com\n0 9 * * 1 /usr/bin/backup\n")
+    status = cli("sleep", "status", "--project", str(project), cwd=project, env=env)
+    assert "scheduled: " in status.stdout
+    assert cli("sleep", "unschedule", "--project", str(project), cwd=project,
+               env=env).returncode == 0
+    assert table.read_text() == "MAILTO=dev@example.com\n0 9 * * 1 /usr/bin/backup\n"
