@@ -28,10 +28,14 @@ HELPFUL = "- Name the file you change."
 HARMFUL = "- Never name files; describe changes in general terms."
 
 
+PROMPTS: list[str] = []
+
+
 def _optimizer(request: ChatRequest) -> Any:
     """Greedy: a harmful rule; at 0.7: a line copied from a task; hotter: the helpful rule.
     As the judge: full marks for an answer that names a file."""
     prompt = request.messages[-1].text()
+    PROMPTS.append(prompt)
     if request.kind == "sleep_judge":
         answer = prompt.rsplit("## Answer", 1)[1]
         return {"score": 1.0 if ".py" in answer else 0.2, "reason": "names the file or not"}
@@ -221,3 +225,15 @@ def test_schedule_status_and_unschedule_through_the_cli(project: Path, tmp_path:
     assert cli("sleep", "unschedule", "--project", str(project), cwd=project,
                env=env).returncode == 0
     assert table.read_text() == "MAILTO=dev@example.com\n0 9 * * 1 /usr/bin/backup\n"
+
+
+def test_what_a_night_turned_down_is_shown_to_the_next_one(project: Path) -> None:
+    _night(project)
+    carried = json.loads((project / SLEEP_DIR / "state" / "rejected" / "shop-dev.json")
+                         .read_text())
+    assert any(HARMFUL in e["content"] for r in carried for e in r["edits"])
+    PROMPTS.clear()
+    run_night(project, home=project.parent / "home", now=NOW + timedelta(days=1),
+              environ={"CLAUDE_CONFIG_DIR": str(project.parent / "claude")})
+    analysts = [p for p in PROMPTS if "## Answer" not in p]
+    assert analysts and all(HARMFUL.removeprefix("- ") in p for p in analysts)

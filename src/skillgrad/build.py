@@ -13,6 +13,7 @@ from skillgrad.models.base import ChatModel
 from skillgrad.models.client import EndpointLimits, Meter, ModelClient
 from skillgrad.models.store import Recording, ReplayModel, ResponseCache
 from skillgrad.models.weights import home_dir
+from skillgrad.records import RejectedStep
 from skillgrad.rundir import RunDir
 from skillgrad.trainer import Trainer
 
@@ -92,8 +93,12 @@ def build_trainer(
     callbacks: Sequence[TrainerCallback] = (),
     allow_config_change: bool = False,
     replay: Path | None = None,
+    prior_rejected: Sequence[RejectedStep] = (),
 ) -> Trainer:
+    """``prior_rejected``: changes an earlier run rejected, shown to the optimizer from the
+    start (a sleep night carries the last night's over)."""
     env = build_environment(resolved)
     clients = build_clients(resolved, replay=replay)
     return Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(out),
-                   callbacks=callbacks, allow_config_change=allow_config_change)
+                   callbacks=callbacks, allow_config_change=allow_config_change,
+                   prior_rejected=prior_rejected)

@@ -98,8 +98,10 @@ class Trainer:
         *,
         callbacks: Sequence[TrainerCallback] = (),
         allow_config_change: bool = False,
+        prior_rejected: Sequence[RejectedStep] = (),
     ) -> None:
         self.resolved = config
+        self.prior_rejected = list(prior_rejected)  # shown in the first epoch of a new run
         self.cfg = config.config
         self.env = env
         self.target = target
@@ -468,7 +470,7 @@ class Trainer:
         self.state = TrainerState(
             fingerprint=self.resolved.fingerprint(), steps_per_epoch=total,
             num_epochs=self.cfg.train.num_epochs, initial_hash=digest, current_hash=digest,
-            best_hash=digest, epoch_start={"1": digest},
+            best_hash=digest, epoch_start={"1": digest}, rejected=list(self.prior_rejected),
         )
         self.run.event("run_start", version=__version__, steps=self.state.total_steps)
         self._open_scope(self.run.scope_dir("init"))

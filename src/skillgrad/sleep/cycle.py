@@ -182,7 +182,8 @@ def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mappi
                 body = folder / "initial.md"
                 body.write_text(skill.body, encoding="utf-8")
             raw = night_config(settings, section, folder / "tasks.json", body, n_train)
-            train_skill(run, raw, folder, project / SLEEP_DIR)  # RunStopped: night pending
+            # RunStopped (a budget, pending handoff answers) leaves the night pending.
+            train_skill(run, raw, folder, project / SLEEP_DIR, work_dir.parent.parent / "state")
         runs.append(run)
     return runs
 

@@ -28,12 +28,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillgrad.errors import ConfigError
+from skillgrad.records import Edit, RejectedStep
 from skillgrad.rundir import atomic_write_text, read_jsonl
 from skillgrad.sleep.sessions import AGENTS
 from skillgrad.sleep.tasks import SleepTask, split_of
 from skillgrad.yamlfile import load_yaml_text
 
 SLEEP_DIR = Path(".skillgrad") / "sleep"
+MAX_CARRIED = 8  # turned-down changes a night hands to the next
 SECTIONS = ("sleep", "model", "train", "gradient", "optimizer", "evaluation", "execution")
 
 
@@ -136,15 +138,24 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
     return raw
 
 
-def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path) -> None:
+def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path,
+                state_dir: Path) -> None:
     """One trainer run over a skill's tasks, in ``folder``: the scores before and after per
     selection task, and the accepted steps with the tasks their edits were made from. Paths
-    of the model settings are read from ``base_dir`` (the sleep config's folder)."""
+    of the model settings are read from ``base_dir`` (the sleep config's folder); the changes
+    the last night turned down are read from, and this night's written to, ``state_dir``."""
     from skillgrad.build import build_trainer
     from skillgrad.config import validate
 
     run_dir = folder / "runs" / slug(run.name)
-    run.summary = build_trainer(validate(raw, {}, base_dir), run_dir).fit()
+    carried = state_dir / "rejected" / f"{slug(run.name)}.json"
+    prior = [RejectedStep.model_validate(r) for r in json.loads(carried.read_text("utf-8"))
+             ] if carried.exists() else []
+    trainer = build_trainer(validate(raw, {}, base_dir), run_dir, prior_rejected=prior)
+    run.summary = trainer.fit()
+    carried.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(carried, json.dumps([r.model_dump(mode="json") for r in
+                                           rejected_in(run_dir)[-MAX_CARRIED:]]) + "\n")
     skills = run.summary["skills"]
     run.before = _per_task(run_dir, skills["initial"])
     run.after = _per_task(run_dir, skills["best"])
@@ -157,6 +168,31 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
                                  "tasks": sorted({r["task_id"] for r in rolled})})
     if skills["best"] != skills["initial"]:
         run.proposed = (run_dir / "best_skill.md").read_text(encoding="utf-8")
+
+
+def rejected_in(run_dir: Path) -> list[RejectedStep]:
+    """The changes a night's run turned down (by the gate, or beaten on the step's tasks in
+    the screen), for the next night's optimizer to see."""
+    found = []
+    for step in sorted((run_dir / "steps").glob("*/gate.json")):
+        gate = json.loads(step.read_text(encoding="utf-8"))
+        texts: list[str] = []
+        if gate.get("decision") == "reject":
+            report = json.loads((step.parent / "apply_report.json").read_text("utf-8"))
+            texts += [o["edit"]["content"] or f"delete: {o['edit']['anchor']}"
+                      for o in report.get("outcomes", ()) if o.get("status") in (
+                          "applied", "fuzzy")]
+        screen = step.parent / "screen.json"
+        if screen.exists():
+            data = json.loads(screen.read_text(encoding="utf-8"))
+            texts += [e for i, row in enumerate(data.get("rows", ()))
+                      if row.get("status") == "scored" and i != data.get("chosen")
+                      for e in row.get("edits", ())]
+        edits = tuple(Edit(op="append", content=t) for t in dict.fromkeys(texts) if t)
+        if edits:
+            found.append(RejectedStep(global_step=-1, edits=edits,
+                                      note=f"turned down last night: {gate.get('reason', '')}"))
+    return found
 
 
 def _per_task(run_dir: Path, digest: str) -> dict[str, float]:

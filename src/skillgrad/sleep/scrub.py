@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,14 @@ _HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|cookie)
                      r"(\"?)([^\"\n\r]+)")
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/=\-]{12,})")
 # name = value, name: value, "name": "value", --name value, export NAME=value
-_ASSIGN = re.compile(r"(?P<name>[\"']?[A-Za-z_][A-Za-z0-9_.\-]*[\"']?)(?P<sep>\s*[:=]\s*|\s+)"
+# A name and its value joined by ":" or "=" (NAME=value, "name": "value"), or by a space after
+# a flag (--token x): in prose a space joins ordinary words ("the code passes"). Whether the
+# name holds a credential is is_secret_name's call (cached: a log repeats its names).
+_ASSIGN = re.compile(r"(?P<name>[\"']?\b[A-Za-z_][A-Za-z0-9_.\-]*[\"']?)(?P<sep>\s*[:=]\s*)"
                      r"(?P<quote>[\"']?)(?P<value>[^\s\"',;}]{4,})")
+_FLAG_VALUE = re.compile(r"(?P<name>(?<![\w-])--?[A-Za-z][A-Za-z0-9_\-]*)(?P<sep>\s+)"
+                         r"(?P<quote>[\"']?)(?P<value>[^\s\"',;}\-][^\s\"',;}]{3,})")
+_secret_name = lru_cache(maxsize=4096)(is_secret_name)
 
 
 class Scrubber:
@@ -59,6 +66,7 @@ class Scrubber:
         text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{REDACTED}", text)
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _ASSIGN.sub(_assignment, text)
+        text = _FLAG_VALUE.sub(_assignment, text)
         return redact_text(text)  # URLs with passwords or secret query parameters
 
     def value(self, value: Any, name: str = "") -> Any:
@@ -96,8 +104,8 @@ class Scrubber:
 
 
 def _assignment(match: re.Match[str]) -> str:
-    name = match.group("name").strip("\"'")
-    if not is_secret_name(name) or match.group("value") == REDACTED:
+    name = match.group("name").strip("\"'").lstrip("-")
+    if not _secret_name(name) or match.group("value") == REDACTED:
         return match.group(0)
     return (f"{match.group('name')}{match.group('sep')}{match.group('quote')}"
             f"{REDACTED}")
