@@ -264,3 +264,15 @@ def test_cli_exits_3_and_points_to_the_prompts(toy_dir: Path) -> None:
     error = next(line for line in proc.stderr.splitlines() if line.startswith("error: "))
     assert "9 model calls waiting for answers" in error and "prompts.md" in error
     assert (toy_dir / "handoff" / "prompts.md").is_file()
+
+
+def test_an_answer_to_a_prompt_that_no_longer_exists_is_named_and_kept(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from skillgrad.models.handoff import HandoffModel
+
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "answers" / "0123456789abcdef.txt").write_text("an old answer")
+    with caplog.at_level("WARNING"):
+        HandoffModel(tmp_path)
+    assert "0123456789abcdef.txt answers no call that was asked here" in caplog.text
+    assert (tmp_path / "answers" / "0123456789abcdef.txt").read_text() == "an old answer"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from skillgrad.errors import AnswersPending, FatalModelError
 from skillgrad.models.base import refuse_tools
 from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.rundir import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 
 class HandoffOptions(BaseModel):
@@ -55,6 +58,11 @@ class HandoffModel:
         # What was pending in an earlier process is either answered now or asked again.
         for stale in ("pending.json", "prompts.md"):
             (folder / stale).unlink(missing_ok=True)
+        for answer in sorted((folder / "answers").iterdir()):
+            if answer.suffix in (".txt", ".json") and not (
+                    folder / "requests" / f"{answer.stem}.json").exists():
+                log.warning("%s answers no call that was asked here (its prompt no longer "
+                            "exists); it is kept and not used", answer)
 
     def complete(self, request: ChatRequest) -> Completion:
         refuse_tools(request, "handoff backend")
