@@ -237,3 +237,69 @@ def test_what_a_night_turned_down_is_shown_to_the_next_one(project: Path) -> Non
               environ={"CLAUDE_CONFIG_DIR": str(project.parent / "claude")})
     analysts = [p for p in PROMPTS if "## Answer" not in p]
     assert analysts and all(HARMFUL.removeprefix("- ") in p for p in analysts)
+
+
+def _git(repo: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
+
+
+def test_an_agent_mode_night_replays_the_agent_in_a_worktree_and_runs_the_checks(
+        tmp_path: Path) -> None:
+    import sys
+
+    repo = tmp_path / "shop"
+    (repo / "shop").mkdir(parents=True)
+    for module in MODULES:
+        (repo / "shop" / f"{module}.py").write_text("STATUS = 'BUG'\n")
+    (repo / "check.py").write_text(
+        "import sys\nfrom pathlib import Path\n"
+        "sys.exit(0 if 'FIXED' in Path(f'shop/{sys.argv[1]}.py').read_text() else 1)\n")
+    (repo / ".claude" / "skills" / "shop-dev").mkdir(parents=True)
+    (repo / ".claude" / "skills" / "shop-dev" / "SKILL.md").write_text(SKILL)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "shop")
+    claude = tmp_path / "claude"
+    logs = claude / "projects" / "-shop"
+    logs.mkdir(parents=True)
+    for n, module in enumerate(MODULES):
+        for wording in (0, 1):
+            claude_session(logs, f"s{n}-{wording}", repo, NOW - timedelta(hours=40 - 2 * n),
+                           module, wording, check=f"{sys.executable} check.py {{}}")
+    agent = Path(__file__).resolve().parent / "fixtures" / "sleep" / "bin" / "fake-agent"
+    config = {"sleep": {"agents": ["claude_code"], "miner": "heuristic", "val_percent": 50,
+                        "mode": "agent"},
+              "model": {"target": {"backend": "command",
+                                   "argv": [sys.executable, str(agent), "{skill_file}"],
+                                   "skill_file": ".claude/skills/skillgrad/SKILL.md"},
+                        "optimizer": {"backend": "scripted",
+                                      "function": f"{__name__}:_optimizer"}},
+              "gradient": {"proposals": 3}, "evaluation": {"gate_test": "sign"}}
+    (repo / SLEEP_DIR).mkdir(parents=True)
+    (repo / SLEEP_DIR / "config.yaml").write_text(yaml.safe_dump(config))
+    result = run_night(repo, home=tmp_path / "home", now=NOW,
+                       environ={"CLAUDE_CONFIG_DIR": str(claude)})
+    (run,) = result.runs
+    assert run.proposed is not None and HELPFUL in run.proposed
+    task = result.tasks.tasks[0]
+    assert any(c.op == "command_passes" and "check.py" in str(c.arg) for c in task.checks)
+    steps = sorted((repo / SLEEP_DIR / "work").glob("*/skills/shop-dev/runs/shop-dev/steps/*"))
+    rolled = [json.loads(line) for line in (steps[0] / "rollouts.jsonl").read_text().splitlines()]
+    assert all(r["metadata"]["checks"] for r in rolled)  # the checks ran in the worktree
+    assert all("check.py" in next(iter(r["metadata"]["checks"])) for r in rolled)
+    assert "BUG" in (repo / "shop" / "billing.py").read_text()  # the project is untouched
+    assert not list((repo / SLEEP_DIR / "work").glob("*/skills/*/replays/skillgrad-replay-*"))
+
+
+def test_agent_mode_needs_a_target_that_runs_programs(tmp_path: Path) -> None:
+    from skillgrad.config import validate
+
+    raw = {"model": {"target": {"backend": "scripted", "replies": ["x"]}},
+           "env": {"name": "sleep", "tasks_path": "tasks.json", "mode": "agent"}}
+    with pytest.raises(ConfigError, match=r"env.mode 'agent' runs an agent CLI .*backend: "
+                       r"command"):
+        validate(raw, {}, tmp_path)

@@ -369,6 +369,11 @@ def validate(
         )
     _check_target_vision(cfg, env_cls, classes["target"])
     _check_target_tools(cfg, env_options, classes["target"])
+    if getattr(env_options, "mode", None) == "agent" and not getattr(
+            classes["target"], "accepts_workspace", False):
+        raise ConfigError(f"env.mode 'agent' runs an agent CLI in a working copy, but "
+                          f"model.target.backend {cfg.model.target.backend!r} does not run "
+                          "programs; use backend: command (e.g. argv: [claude, -p])")
     return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw, env_cls, classes,
                           origins=lines, notes=tuple(moved.notes), skillopt=moved.skillopt)
 

@@ -176,14 +176,17 @@ class CommandModel:
         opts = self._options
         skill = "\n\n".join(m.text() for m in request.messages if m.role == "system")
         task = task_text(request.messages)
-        workspace = Path(tempfile.mkdtemp(prefix="skillgrad-command-"))
-        try:
-            stdout = self._run_in(workspace, skill, task)
-        finally:
-            if opts.keep_workspaces:
-                log.info("command backend: kept workspace %s", workspace)
-            else:
-                shutil.rmtree(workspace, ignore_errors=True)
+        if request.workspace is not None:  # the caller's working copy, left as the run ends
+            stdout = self._run_in(Path(request.workspace), skill, task)
+        else:
+            workspace = Path(tempfile.mkdtemp(prefix="skillgrad-command-"))
+            try:
+                stdout = self._run_in(workspace, skill, task)
+            finally:
+                if opts.keep_workspaces:
+                    log.info("command backend: kept workspace %s", workspace)
+                else:
+                    shutil.rmtree(workspace, ignore_errors=True)
         text, usage = self._parse(stdout)
         if usage is None:  # not reported: estimate from characters, ~4 per token
             usage = Usage(prompt_tokens=(len(skill) + len(task)) // 4,
@@ -366,6 +369,7 @@ class CommandBackend:
     Options = CommandOptions
     accepts_images = False  # the task reaches the program as text only (see build.py)
     accepts_tools = False  # and its reply is text: no native tool calls
+    accepts_workspace = True  # it runs the program in a request's folder when one is given
 
     @classmethod
     def create(cls, options: CommandOptions, base_dir: Path) -> CommandModel:

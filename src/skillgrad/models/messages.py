@@ -54,10 +54,15 @@ class ChatRequest(_Frozen):
     # ...), or None for a task. It labels the call (test doubles route on it) and is not part
     # of its identity: journals, caches and recordings key requests without it.
     kind: str | None = None
+    # A folder the call works in (an agent's working copy: the sleep environment's git
+    # worktree); only backends that run a program in a folder take it (``command``).
+    workspace: str | None = None
 
     def identity(self) -> dict[str, Any]:
-        """The request as JSON data, without its label: what keys it in a journal or cache."""
-        return self.model_dump(mode="json", exclude={"kind"})
+        """The request as JSON data, without its label: what keys it in a journal or cache.
+        (No workspace is no key at all, so requests made before the field keep their keys.)"""
+        return self.model_dump(mode="json", exclude={"kind"} if self.workspace else
+                               {"kind", "workspace"})
 
 
 class Completion(_Frozen):

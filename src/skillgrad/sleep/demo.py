@@ -31,7 +31,8 @@ FAKE_KEY = "sk-ant-demo-0000000000000000000000"
 
 
 def claude_session(folder: Path, sid: str, cwd: Path, when: datetime, module: str,
-                   wording: int, extra: str = "") -> Path:
+                   wording: int, extra: str = "", check: str = "pytest -q tests/test_{}.py"
+                   ) -> Path:
     """One Claude Code session file: a request, the skill loaded, an edit, the agent's word."""
     asks = (f"fix the failing test in the {module} module of the shop",
             f"the {module} module of the shop has a failing test again, please fix it")
@@ -59,7 +60,7 @@ def claude_session(folder: Path, sid: str, cwd: Path, when: datetime, module: st
         tool_use(3, "Edit", {"file_path": f"{cwd}/shop/{module}.py", "old_string": "round(",
                              "new_string": "round_half_up("}),
         result(4, "ok"),
-        tool_use(5, "Bash", {"command": f"pytest -q tests/test_{module}.py"}),
+        tool_use(5, "Bash", {"command": check.format(module)}),
         result(6, "1 passed"),
         line("assistant", 7, f"{sid}-6", {
             "id": f"{sid}-m7", "model": "claude-sonnet-4-5", "role": "assistant",

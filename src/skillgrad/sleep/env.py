@@ -18,6 +18,7 @@ from pydantic import Field
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split, single_turn
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.records import RolloutResult, Task
 from skillgrad.sleep import judge as judging
 from skillgrad.sleep.tasks import SleepTask, read_tasks, split_of
@@ -33,7 +34,13 @@ class SleepOptions(EnvOptions):
 
     tasks_path: Path = Field(description="the night's tasks.json")
     skill: str | None = Field(None, description="only the tasks routed to this skill")
-    mode: Literal["text"] = Field("text", description="text: the target answers in one reply")
+    mode: Literal["text", "agent"] = Field(
+        "text", description="text: the target answers in one reply; agent: the target (a "
+        "command backend running the user's agent CLI) works in a git worktree of the "
+        "project at the task's commit, and the task's checks run there")
+    repo: Path | None = Field(None, description="agent mode: the git repository (default: "
+                              "the tasks file's project)")
+    check_timeout: float = Field(300.0, gt=0, description="agent mode: seconds a check may run")
     val_percent: int = Field(34, ge=1, le=90, description="share of tasks for selection")
     max_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -50,11 +57,14 @@ class SleepEnvironment:
     Options = SleepOptions
 
     def __init__(self, tasks: dict[Split, list[SleepTask]], options: SleepOptions,
-                 skill_text: str, judge_model: ChatModel | None) -> None:
+                 skill_text: str, judge_model: ChatModel | None, repo: Path | None = None,
+                 replays: Path | None = None) -> None:
         self._tasks = tasks
         self.options = options
         self._skill = skill_text
         self._judge = judge_model
+        self._repo = repo
+        self._replays = replays
 
     @classmethod
     def create(cls, common: EnvCommon, options: SleepOptions, base_dir: Path) -> SleepEnvironment:
@@ -71,7 +81,12 @@ class SleepEnvironment:
             splits[split_of(task, options.val_percent)].append(task)
         skill_text = _read_skill(common.skill_init, base_dir) if common.skill_init else (
             DEFAULT_SKILL)
-        return cls(splits, options, skill_text, _judge_model(options, base_dir))
+        repo = options.repo or Path(tasks_file.project)
+        if options.mode == "agent" and not (repo / ".git").exists():
+            raise DataError(f"{repo}: not a git repository; agent mode replays tasks in "
+                            "git worktrees (set env.repo)")
+        return cls(splits, options, skill_text, _judge_model(options, base_dir), repo,
+                   path.parent / "replays")
 
     def tasks(self, split: Split) -> list[Task]:
         return [Task(id=t.id, prompt=t.intent, reference=t.model_dump(mode="json"),
@@ -83,6 +98,8 @@ class SleepEnvironment:
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
         mined = SleepTask.model_validate(task.reference)
+        if self.options.mode == "agent":
+            return self._agent_rollout(task, mined, skill, model)
         system, user, completion = single_turn(
             model, skill, mined.intent, max_tokens=self.options.max_tokens,
             temperature=self.options.temperature)
@@ -90,6 +107,28 @@ class SleepEnvironment:
                                            self.options.judge_samples)
         return RolloutResult(task_id=task.id, messages=(system, user), answer=completion.text,
                              hard=hard, soft=soft, reason=reason, usage=completion.usage)
+
+    def _agent_rollout(self, task: Task, mined: SleepTask, skill: str,
+                       model: ChatModel) -> RolloutResult:
+        """The agent works in a worktree at the task's commit; then the checks run there."""
+        from skillgrad.skill import skill_hash
+        from skillgrad.sleep.worktree import run_checks, worktree
+
+        if self._repo is None or self._replays is None:
+            raise DataError("agent mode needs the project's git repository (env.repo)")
+        system, user = Message(role="system", content=skill), Message(role="user",
+                                                                     content=mined.intent)
+        name = f"{task.id}-{skill_hash(skill)[:8]}"
+        with worktree(self._repo, mined.commit, self._replays, name) as copy:
+            completion = model.complete(ChatRequest(
+                messages=(system, user), max_tokens=self.options.max_tokens,
+                temperature=self.options.temperature, workspace=str(copy)))
+            outcomes = run_checks(mined, copy, self.options.check_timeout)
+        hard, soft, reason = judging.score(mined, completion.text, self._judge,
+                                           self.options.judge_samples, outcomes)
+        return RolloutResult(task_id=task.id, messages=(system, user), answer=completion.text,
+                             hard=hard, soft=soft, reason=reason, usage=completion.usage,
+                             metadata={"checks": outcomes})
 
 
 def _read_skill(path: Path, base_dir: Path) -> str:

@@ -18,7 +18,7 @@ from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
-from skillgrad.sleep.tasks import Check, SleepTask
+from skillgrad.sleep.tasks import AGENT_CHECKS, Check, SleepTask
 
 PASS = 0.8
 # Openings of a refusal to do the work (the reply declines instead of answering).
@@ -66,10 +66,15 @@ def judge(model: ChatModel, task: SleepTask, answer: str, *, temperature: float 
 
 
 def score(task: SleepTask, answer: str, judge_model: ChatModel | None,
-          samples: int = 1) -> tuple[float, float, str]:
-    """(hard, soft, reason) of an answer."""
-    failed = [describe(c) for c in task.checks if not check(c, answer)]
-    share = 1.0 - len(failed) / len(task.checks) if task.checks else 1.0
+          samples: int = 1, agent: dict[str, bool] | None = None) -> tuple[float, float, str]:
+    """(hard, soft, reason) of an answer. ``agent``: the outcome of each working-copy check
+    (agent mode), by :func:`describe`; without it those checks are not counted."""
+    texts = [c for c in task.checks if c.op not in AGENT_CHECKS]
+    failed = [describe(c) for c in texts if not check(c, answer)]
+    outcomes = agent or {}
+    failed += [name for name, passed in outcomes.items() if not passed]
+    total = len(texts) + len(outcomes)
+    share = 1.0 - len(failed) / total if total else 1.0
     reasons = [f"failed checks: {', '.join(failed)}"] if failed else []
     if task.rubric and judge_model is not None:
         verdicts = [judge(judge_model, task, answer, temperature=None if k == 0 else 0.7)

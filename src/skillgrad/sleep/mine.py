@@ -141,6 +141,8 @@ def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
     files = [f for f, n in counts.most_common(2)]
     checks = [Check(op="no_refusal")] + [Check(op="mentions_file", arg=_short(f)) for f in files]
     good = [c for o in satisfied for c, code in o.commands if code == 0]
+    if good:  # what confirmed the satisfying work, run again in agent mode
+        checks.append(Check(op="command_passes", arg=good[-1]))
     bad = [o for o in group if o.outcome in ("corrected", "interrupted", "failed")]
     rubric = [f"A good answer does what was asked: {chosen.text}"]
     if files:
@@ -162,7 +164,8 @@ def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
             o.session.source), turn=o.index, time=o.session.turns[o.index].time,
             outcome=o.outcome) for o in group],
         skill=skills.most_common(1)[0][0] if skills else None,
-        agent=Counter(o.session.agent for o in group).most_common(1)[0][0], miner="heuristic")
+        agent=Counter(o.session.agent for o in group).most_common(1)[0][0],
+        commit=chosen.session.git_commit, miner="heuristic")
 
 
 def _short(path: str) -> str:

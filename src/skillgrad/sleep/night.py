@@ -51,6 +51,9 @@ class SleepSection(BaseModel):
     max_tasks: int = Field(40, ge=1)
     min_tasks: int = Field(3, ge=2, description="tasks a skill needs to be trained")
     miner: str = Field("llm", pattern="^(llm|heuristic)$")
+    mode: str = Field("text", pattern="^(text|agent)$", description="text: the target answers "
+                      "each task in one reply; agent: the target (backend command, your agent "
+                      "CLI) works in a git worktree of the project, where the checks then run")
     val_percent: int = Field(34, ge=1, le=90)
     redact_patterns: list[str] = Field(default_factory=list)
     judge: dict[str, Any] | None = Field(None, description="default: model.optimizer's section")
@@ -124,7 +127,7 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
         "gradient": {"minibatch_size": batch},
         "optimizer": {"learning_rate": 2, "min_learning_rate": 1},
         "evaluation": {"gate_no_regression": True, "eval_test": False},
-        "env": {"name": "sleep", "tasks_path": str(tasks_path),
+        "env": {"name": "sleep", "tasks_path": str(tasks_path), "mode": section.mode,
                 "val_percent": section.val_percent, "judge": judge or None,
                 "judge_samples": section.judge_samples,
                 "require_review": section.require_review},

@@ -19,14 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from skillgrad.errors import DataError
 
 CheckOp = Literal["contains", "not_contains", "regex", "max_chars", "min_chars", "no_refusal",
-                  "mentions_file"]
+                  "mentions_file", "command_passes", "file_changed"]
+# Checks that need the agent's working copy (env.mode: agent); a text reply skips them.
+AGENT_CHECKS = frozenset({"command_passes", "file_changed"})
 Outcome = Literal["satisfied", "corrected", "interrupted", "failed", "unknown"]
 
 
 class Check(BaseModel):
     """A rule an answer must pass. ``contains`` / ``not_contains`` / ``mentions_file``: a
     text, compared case-insensitively; ``regex``: a pattern; ``max_chars`` / ``min_chars``: a
-    length; ``no_refusal``: no argument."""
+    length; ``no_refusal``: no argument. In the agent's working copy (agent mode):
+    ``command_passes``: a command (run without a shell) that must exit 0 after the agent's
+    work; ``file_changed``: a path, relative to the repository, the agent must change."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -70,6 +74,8 @@ class SleepTask(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     skill: str | None = Field(None, description="the skill that was active in its sessions")
     agent: str | None = None
+    commit: str | None = Field(None, description="the repository commit its sessions started "
+                               "from (agent mode replays it there)")
     miner: Literal["heuristic", "llm", "user"] = "heuristic"
 
 
