@@ -303,3 +303,33 @@ def test_agent_mode_needs_a_target_that_runs_programs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"env.mode 'agent' runs an agent CLI .*backend: "
                        r"command"):
         validate(raw, {}, tmp_path)
+
+
+def test_tasks_no_skill_fits_can_train_the_agents_memory_file(project: Path) -> None:
+    import shutil
+
+    shutil.rmtree(project / ".claude" / "skills")  # the sessions' skill is gone
+    config = project / SLEEP_DIR / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["sleep"]["unrouted"] = "memory"
+    config.write_text(yaml.safe_dump(data))
+    (project / "CLAUDE.md").write_text("# Shop\n\nUse Python 3.11.\n")
+    result = _night(project)
+    (run,) = result.runs
+    assert run.kind == "memory" and run.target == project / "CLAUDE.md"
+    assert run.proposed is not None and HELPFUL in run.proposed
+    assert run.proposed.startswith("# Shop\n\nUse Python 3.11.\n")
+    Staging(project).adopt(result.night)
+    assert HELPFUL in (project / "CLAUDE.md").read_text()
+
+
+def test_the_nights_budget_stops_training_cleanly_and_says_so(project: Path) -> None:
+    config = project / SLEEP_DIR / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["model"]["target"]["budget"] = {"calls": 12}
+    config.write_text(yaml.safe_dump(data))
+    result = _night(project)
+    (run,) = result.runs
+    assert run.status == "budget spent" and "budget" in run.reason
+    assert result.report["skills"][0]["status"] == "budget spent"
+    assert not (project / SLEEP_DIR / "state" / "pending.json").exists()  # the night ended

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from skillgrad.errors import AnswersPending, RunStopped
 from skillgrad.sleep.archive import Archive
 from skillgrad.sleep.night import (
     SLEEP_DIR,
@@ -156,13 +157,22 @@ def _mine(project: Path, work: Path, section: SleepSection, settings: Mapping[st
 
 def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mapping[str, Any],
            section: SleepSection, environ: Mapping[str, str], home: Path) -> list[SkillRun]:
-    from skillgrad.sleep.skills import find_skills
+    from skillgrad.sleep.skills import find_skills, memory_file
 
     skills = {s.name: s for s in find_skills(project, home, environ) if s.name}
+    spent = Spent(settings)
     runs = []
     for name, group in sorted(route(tasks_file.tasks, skills).items()):
         skill = skills.get(name)
         run = SkillRun(name or _new_name(project), skill.path if skill else None, group)
+        start = skill.body if skill is not None else None
+        if not name and section.unrouted == "memory":
+            agent = max({t.agent for t in group if t.agent} or {"claude_code"},
+                        key=lambda a: sum(t.agent == a for t in group))
+            run.target = memory_file(project, agent)  # type: ignore[arg-type]
+            run.name, run.kind = run.target.name, "memory"
+            start = (run.target.read_text(encoding="utf-8") if run.target.exists()
+                     else MEMORY_START)
         n_train, n_val = split_counts(group, section.val_percent)
         if len(group) < section.min_tasks:
             run.status, run.reason = "too few tasks", (
@@ -171,6 +181,8 @@ def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mappi
             run.status, run.reason = "unverified", (
                 f"{n_train} training and {n_val} selection tasks: a change could not be "
                 "checked on tasks it was not made from")
+        elif spent.exhausted():
+            run.status, run.reason = "budget spent", spent.exhausted() or ""
         else:
             folder = work_dir / "skills" / slug(run.name)
             subset = TasksFile(project=tasks_file.project, created=tasks_file.created,
@@ -178,14 +190,77 @@ def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mappi
                                tasks=group)
             write_tasks(folder / "tasks.json", subset)
             body = None
-            if skill is not None:
+            if start is not None:
                 body = folder / "initial.md"
-                body.write_text(skill.body, encoding="utf-8")
-            raw = night_config(settings, section, folder / "tasks.json", body, n_train)
-            # RunStopped (a budget, pending handoff answers) leaves the night pending.
-            train_skill(run, raw, folder, project / SLEEP_DIR, work_dir.parent.parent / "state")
+                body.write_text(start, encoding="utf-8")
+            raw = night_config(spent.remaining(), section, folder / "tasks.json", body, n_train)
+            try:
+                train_skill(run, raw, folder, project / SLEEP_DIR,
+                            work_dir.parent.parent / "state")
+            except AnswersPending:
+                raise  # the night is pending: the next run goes on with the answers
+            except RunStopped as exc:  # the night's budget ran out in this run
+                run.status, run.reason = "budget spent", str(exc)
+                run.proposed = _best_so_far(folder / "runs" / slug(run.name), start)
+            spent.add(folder / "runs" / slug(run.name))
         runs.append(run)
     return runs
+
+
+MEMORY_START = "# Notes for agents working in this project\n"
+
+
+class Spent:
+    """The night's budgets (the ``budget`` of each model role in the sleep config) across its
+    skills: each run gets what the earlier ones left."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = settings
+        self.used: dict[str, dict[str, float]] = {}
+
+    def add(self, run_dir: Path) -> None:
+        import json
+
+        path = run_dir / "checkpoint.json"
+        if not path.exists():
+            return
+        meters = json.loads(path.read_text(encoding="utf-8")).get("meter", {})
+        for role, stages in meters.items():  # role -> stage -> calls, tokens, cost
+            used = self.used.setdefault(role, {"calls": 0, "tokens": 0, "cost": 0.0})
+            for meter in stages.values():
+                used["calls"] += meter.get("calls", 0)
+                used["tokens"] += meter.get("prompt_tokens", 0) + meter.get(
+                    "completion_tokens", 0)
+                used["cost"] += meter.get("cost", 0.0)
+
+    def remaining(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.settings.items()}
+        model = {r: dict(v) for r, v in (self.settings.get("model") or {}).items()}
+        for role, spec in model.items():
+            budget = dict(spec.get("budget") or {})
+            for key, limit in list(budget.items()):
+                if limit is not None:
+                    budget[key] = max(0, limit - self.used.get(role, {}).get(key, 0))
+            if budget:
+                spec["budget"] = budget
+        if model:
+            out["model"] = model
+        return out
+
+    def exhausted(self) -> str | None:
+        for role, spec in (self.remaining().get("model") or {}).items():
+            for key, left in (spec.get("budget") or {}).items():
+                if left is not None and left <= 0:
+                    return f"the night's {role} {key} budget is spent"
+        return None
+
+
+def _best_so_far(run_dir: Path, start: str | None) -> str | None:
+    best = run_dir / "best_skill.md"
+    if not best.exists():
+        return None
+    text = best.read_text(encoding="utf-8")
+    return None if start is not None and text == start else text
 
 
 def _new_name(project: Path) -> str:
@@ -202,7 +277,10 @@ def _stage(project: Path, root: Path, night: str, result: NightResult) -> Path |
     for run in result.runs:
         if run.proposed is None:
             continue
-        if run.target is not None:
+        if run.kind == "memory" and run.target is not None:
+            proposals.append(Proposal(target=run.target, text=run.proposed, kind="memory",
+                                      name=run.name))
+        elif run.target is not None:
             live = read_skill(run.target)
             proposals.append(Proposal(target=run.target, text=live.with_body(run.proposed),
                                       kind="skill", name=run.name))

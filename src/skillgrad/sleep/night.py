@@ -51,6 +51,9 @@ class SleepSection(BaseModel):
     max_tasks: int = Field(40, ge=1)
     min_tasks: int = Field(3, ge=2, description="tasks a skill needs to be trained")
     miner: str = Field("llm", pattern="^(llm|heuristic)$")
+    unrouted: str = Field("skill", pattern="^(skill|memory)$", description="tasks no skill "
+                          "fits train a new skill, or the notes of the agent's memory file "
+                          "(CLAUDE.md, AGENTS.md, GEMINI.md)")
     mode: str = Field("text", pattern="^(text|agent)$", description="text: the target answers "
                       "each task in one reply; agent: the target (backend command, your agent "
                       "CLI) works in a git worktree of the project, where the checks then run")
@@ -69,7 +72,8 @@ class SkillRun:
     name: str
     target: Path | None
     tasks: list[SleepTask]
-    status: str = "trained"  # trained | unverified | too few tasks
+    kind: str = "skill"  # skill | memory (the agent's own memory file)
+    status: str = "trained"  # trained | unverified | too few tasks | budget spent
     reason: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
     before: dict[str, float] = field(default_factory=dict)
