@@ -236,3 +236,35 @@ def test_real_optimizer_serves_the_training_ii_calls(real_model) -> None:  # typ
     assert result.document is not None, (result.error, result.raw)
     assert "<!-- SLOW_UPDATE_START -->\n- Keep answers short.\n<!-- SLOW_UPDATE_END -->" in (
         result.document)
+
+
+def test_a_small_real_night_on_the_embedded_model(tmp_path: Path) -> None:
+    """Harvest, mine, train and judge with the embedded model in every role: the night runs
+    to its end and its report holds the gate's verdict on every selection task."""
+    _real_model_or_skip()
+    import json
+
+    import yaml
+
+    from skillgrad.sleep.cycle import run_night
+    from skillgrad.sleep.demo import FAKE_KEY, MODULES, write_demo
+    from skillgrad.sleep.night import SLEEP_DIR
+
+    project, claude = write_demo(tmp_path, modules=MODULES[:4])
+    (project / SLEEP_DIR / "config.yaml").write_text(yaml.safe_dump({
+        "sleep": {"agents": ["claude_code"], "miner": "heuristic", "val_percent": 50,
+                  "max_tokens": 48},
+        "model": {"target": {"backend": "embedded", "n_ctx": 2048},
+                  "optimizer": {"backend": "embedded", "n_ctx": 4096, "max_tokens": 400}}}))
+    result = run_night(project, environ={"CLAUDE_CONFIG_DIR": str(claude)},
+                       home=tmp_path / "home")
+    assert result.harvested == 8 and len(result.tasks.tasks) == 4
+    (skill,) = result.report["skills"]
+    assert skill["status"] in ("trained", "unverified")
+    if skill["status"] == "trained":
+        val = [t for t in skill["tasks"] if t["split"] == "val"]
+        assert val and all(t["before"] is not None and t["after"] is not None for t in val)
+    for written in (project / ".skillgrad").rglob("*"):
+        if written.is_file():
+            assert FAKE_KEY not in written.read_text(errors="replace"), written
+    assert json.loads(json.dumps(result.report))  # the report is plain JSON

@@ -198,13 +198,16 @@ def unschedule(project: ProjectOpt = Path(".")) -> None:
 
 
 @sleep_app.command("demo")
-def demo(folder: Annotated[Path, typer.Argument(help="Where the demo project goes.")]) -> None:
+def demo(folder: Annotated[Path, typer.Argument(help="Where the demo project goes.")],
+         scripted: Annotated[bool, typer.Option(
+             help="Stand-in models instead of the embedded one: a night takes a second.")
+         ] = False) -> None:
     """Write a demo project with Claude Code sessions to try sleep on (see README: Sleep)."""
     from skillgrad.sleep.demo import write_demo
 
     if folder.exists() and any(folder.iterdir()):
         raise ConfigError(f"{folder}: not empty; give a new folder")
-    project, claude = write_demo(folder)
+    project, claude = write_demo(folder, scripted=scripted)
     _say(f"written: {project} (a project with the skill shop-dev) and {claude} (its Claude "
          "Code sessions)")
     _say(f"try: CLAUDE_CONFIG_DIR={claude} skillgrad sleep run --project {project}")

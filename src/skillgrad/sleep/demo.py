@@ -78,10 +78,46 @@ sleep:
   agents: [claude_code]   # the demo's sessions are Claude Code's
   miner: heuristic        # tasks from the sessions' own outcomes (llm: the optimizer writes them)
 """
+# --scripted: stand-in models, so that a night takes a second: the target names the file it
+# changes only when its skill says so; the optimizer proposes a harmful rule, a line copied
+# from a task and a helpful rule (the screen and the gate pick); the judge wants a file name.
+SCRIPTED = CONFIG + """  val_percent: 50
+model:
+  target: {backend: scripted, function: "skillgrad.sleep.demo:scripted_target"}
+  optimizer: {backend: scripted, function: "skillgrad.sleep.demo:scripted_optimizer"}
+gradient: {proposals: 3}
+evaluation: {gate_test: sign}
+"""
+HELPFUL = "- Name the file you change."
+HARMFUL = "- Never name files; describe changes in general terms."
+
+
+def scripted_target(request: Any) -> str:
+    skill, prompt = request.messages[0].text(), request.messages[1].text()
+    module = next((m for m in MODULES if m in prompt), "the")
+    if "Never name files" in skill:
+        return "Changed the module."
+    return f"Fixed shop/{module}.py." if HELPFUL in skill else "Fixed the test."
+
+
+def scripted_optimizer(request: Any) -> Any:
+    prompt = request.messages[-1].text()
+    if request.kind == "sleep_judge":
+        answer = prompt.rsplit("## Answer", 1)[1]
+        return {"score": 1.0 if ".py" in answer else 0.2, "reason": "names the file or not"}
+    t = request.temperature or 0.0
+    if request.kind == "analyst_success" or t < 0.5:
+        content = HARMFUL
+    elif t < 0.8:
+        content = "- fix the failing test in the billing module of the shop"
+    else:
+        content = HELPFUL
+    return {"reasoning": "the answers do not say which file was changed",
+            "edits": [{"op": "append", "content": content}]}
 
 
 def write_demo(folder: Path, now: datetime | None = None,
-               modules: tuple[str, ...] = MODULES) -> tuple[Path, Path]:
+               modules: tuple[str, ...] = MODULES, scripted: bool = False) -> tuple[Path, Path]:
     """The demo project and the Claude Code folder its sessions are in (for
     ``CLAUDE_CONFIG_DIR``)."""
     now = now or datetime.now(timezone.utc)
@@ -91,7 +127,7 @@ def write_demo(folder: Path, now: datetime | None = None,
     skill.write_text(SKILL, encoding="utf-8")
     config = project / ".skillgrad" / "sleep" / "config.yaml"
     config.parent.mkdir(parents=True)
-    config.write_text(CONFIG, encoding="utf-8")
+    config.write_text(SCRIPTED if scripted else CONFIG, encoding="utf-8")
     logs = claude / "projects" / "-shop"
     logs.mkdir(parents=True)
     for n, module in enumerate(modules):

@@ -61,6 +61,7 @@ class SleepSection(BaseModel):
     redact_patterns: list[str] = Field(default_factory=list)
     judge: dict[str, Any] | None = Field(None, description="default: model.optimizer's section")
     judge_samples: int = Field(1, ge=1, le=8)
+    max_tokens: int = Field(512, ge=16, description="the target's reply limit per task")
     require_review: bool = False
     settle_seconds: float = Field(60.0, ge=0)
 
@@ -133,7 +134,7 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
         "evaluation": {"gate_no_regression": True, "eval_test": False},
         "env": {"name": "sleep", "tasks_path": str(tasks_path), "mode": section.mode,
                 "val_percent": section.val_percent, "judge": judge or None,
-                "judge_samples": section.judge_samples,
+                "judge_samples": section.judge_samples, "max_tokens": section.max_tokens,
                 "require_review": section.require_review},
     }
     if skill_file is not None:
@@ -170,8 +171,9 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
         record = json.loads(record_path.read_text(encoding="utf-8"))
         if str(record.get("decision", "")).startswith("accept"):
             rolled = read_jsonl(record_path.parent / "rollouts.jsonl")
+            gate = json.loads((record_path.parent / "gate.json").read_text("utf-8"))
             run.accepted.append({"step": record_path.parent.name,
-                                 "reason": record.get("reason", ""),
+                                 "reason": gate.get("reason", ""),
                                  "tasks": sorted({r["task_id"] for r in rolled})})
     if skills["best"] != skills["initial"]:
         run.proposed = (run_dir / "best_skill.md").read_text(encoding="utf-8")
