@@ -84,6 +84,8 @@ def _night(project: Path, **kw: Any) -> Any:
 def test_a_night_keeps_the_helpful_edit_and_stages_it(project: Path) -> None:
     result = _night(project)
     assert result.harvested == 32  # the home-folder session is not this project's
+    (judged,) = [r.summary["models"]["optimizer"]["stages"]["judge"] for r in result.runs]
+    assert judged["calls"] > 0  # the optimizer judged, metered with the run
     assert len(result.tasks.tasks) == 16 and all(t.occurrences == 2 for t in result.tasks.tasks)
     (run,) = result.runs
     assert run.name == "shop-dev" and run.status == "trained"

@@ -46,7 +46,7 @@ class SleepOptions(EnvOptions):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     judge: dict[str, Any] | None = Field(
         None, description="the rubric judge: a model role section (backend and its keys); "
-        "none: rule checks only")
+        "none: rule checks only, unless a judge is set (a night sets its optimizer)")
     judge_samples: int = Field(1, ge=1, le=8, description="judge calls averaged per answer")
     require_review: bool = Field(False, description="refuse a tasks file not marked reviewed")
 
@@ -87,6 +87,11 @@ class SleepEnvironment:
                             "git worktrees (set env.repo)")
         return cls(splits, options, skill_text, _judge_model(options, base_dir), repo,
                    path.parent / "replays")
+
+    def set_judge(self, model: ChatModel) -> None:
+        """Judge with ``model`` (a night passes its optimizer's client, so that the judge's
+        calls are metered, journaled and budgeted with the run's)."""
+        self._judge = model
 
     def tasks(self, split: Split) -> list[Task]:
         return [Task(id=t.id, prompt=t.intent, reference=t.model_dump(mode="json"),

@@ -124,7 +124,6 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
     """A trainer config for one skill's tasks: the project's model settings, one pass over
     its training tasks, the gate with no per-task regression, no test split of its own."""
     model = dict(settings.get("model") or {})
-    judge = section.judge if section.judge is not None else model.get("optimizer", {})
     batch = max(1, min(8, n_train))
     raw: dict[str, Any] = {
         "train": {"num_epochs": 1, "batch_size": batch,
@@ -133,7 +132,7 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
         "optimizer": {"learning_rate": 2, "min_learning_rate": 1},
         "evaluation": {"gate_no_regression": True, "eval_test": False},
         "env": {"name": "sleep", "tasks_path": str(tasks_path), "mode": section.mode,
-                "val_percent": section.val_percent, "judge": judge or None,
+                "val_percent": section.val_percent, "judge": section.judge,
                 "judge_samples": section.judge_samples, "max_tokens": section.max_tokens,
                 "require_review": section.require_review},
     }
@@ -152,14 +151,24 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
     selection task, and the accepted steps with the tasks their edits were made from. Paths
     of the model settings are read from ``base_dir`` (the sleep config's folder); the changes
     the last night turned down are read from, and this night's written to, ``state_dir``."""
-    from skillgrad.build import build_trainer
+    from skillgrad.build import build_clients, build_environment
     from skillgrad.config import validate
+    from skillgrad.rundir import RunDir
+    from skillgrad.sleep.env import SleepEnvironment
+    from skillgrad.trainer import Trainer
 
     run_dir = folder / "runs" / slug(run.name)
     carried = state_dir / "rejected" / f"{slug(run.name)}.json"
     prior = [RejectedStep.model_validate(r) for r in json.loads(carried.read_text("utf-8"))
              ] if carried.exists() else []
-    trainer = build_trainer(validate(raw, {}, base_dir), run_dir, prior_rejected=prior)
+    resolved = validate(raw, {}, base_dir)
+    env = build_environment(resolved)
+    clients = build_clients(resolved)
+    if raw["env"].get("judge") is None and isinstance(env, SleepEnvironment):
+        # The optimizer judges: its calls metered, journaled and budgeted with the run's.
+        env.set_judge(clients["optimizer"].for_stage("judge"))
+    trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(run_dir),
+                      prior_rejected=prior)
     run.summary = trainer.fit()
     carried.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(carried, json.dumps([r.model_dump(mode="json") for r in
