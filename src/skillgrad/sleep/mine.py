@@ -38,7 +38,7 @@ please can could would should will just now also again still do does did done no
 okay what why how when where which who""".split())
 _FILE_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file")
 REASK_SIMILARITY = 0.5
-CLUSTER_SIMILARITY = 0.5
+CLUSTER_SIMILARITY = 0.6
 MIN_WORDS = 3
 
 
@@ -116,11 +116,13 @@ def cluster(found: Iterable[Occurrence]) -> list[list[Occurrence]]:
     ordered = sorted(found, key=lambda o: (o.session.started or datetime.min.replace(
         tzinfo=timezone.utc), o.session.id, o.index))
     df = Counter(w for o in ordered for w in o.words)
-    weight = {w: math.log(1 + len(ordered) / n) for w, n in df.items()}
+    weight = {w: math.log((len(ordered) + 1) / n) for w, n in df.items()}
 
     def alike(a: frozenset[str], b: frozenset[str]) -> float:
-        union = sum(weight[w] for w in a | b)
-        return sum(weight[w] for w in a & b) / union if union else 0.0
+        # The weighted share of the smaller prompt's words the other has too: a wording with
+        # one detail more ("... my key is X") is still the same request.
+        smaller = min(sum(weight[w] for w in a), sum(weight[w] for w in b))
+        return sum(weight[w] for w in a & b) / smaller if smaller else 0.0
 
     groups: list[list[Occurrence]] = []
     for occ in ordered:
