@@ -35,6 +35,7 @@ EXPECTED = {
     "consolidate": {"count", "limit", "skill", "reminders"},
     "sleep_mine": {"evidence", "draft"},
     "sleep_judge": {"intent", "rubric", "answer"},
+    "export_describe": {"skill_name", "skill", "max_chars"},
     "skill_aware_failure": set(),
     "skill_aware_success": set(),
 }
