@@ -1,21 +1,31 @@
 """skillgrad: train the skill document of a frozen LLM agent like the weights of a network.
 
-The names a Python user needs to build and run a trainer::
+The names a Python user needs, from a config file::
 
-    from skillgrad import build_trainer, load_config
+    from skillgrad import Trainer, train
 
-    resolved = load_config("config.yaml", ["train.num_epochs=2"])
-    summary = build_trainer(resolved, "runs/my-run").fit()
+    summary = train("config.yaml", out="runs/my-run", overrides=["train.num_epochs=2"])
 
-or, with objects of one's own (any :class:`Environment`, any :class:`ChatModel` behind a
+    trainer = Trainer.from_config("config.yaml", out="runs/my-run")
+    while trainer.run_epoch():          # one epoch per call; [] once the run is done
+        print(trainer.metrics["selection"])
+    print(trainer.best_skill)
+
+from tasks held in a list, with a metric of one's own and any :class:`ChatModel`::
+
+    from skillgrad import optimize
+
+    result = optimize(trainset, metric=my_metric, initial_skill="Answer briefly.",
+                      target=target_model, optimizer=optimizer_model, out="runs/notebook")
+
+or with objects of one's own (any :class:`Environment`, any :class:`ChatModel` behind a
 :class:`ModelClient`)::
 
-    Trainer(resolved, env, ModelClient(target, "target"), ModelClient(optimizer, "optimizer"),
-            RunDir("runs/my-run")).fit()
+    Trainer(load_config("config.yaml"), env, ModelClient(target, "target"),
+            ModelClient(optimizer, "optimizer"), RunDir("runs/my-run")).fit()
 
 The names are imported on first use, so ``import skillgrad`` stays cheap.
 """
-
 from __future__ import annotations
 
 import importlib
@@ -24,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "optimize": "skillgrad.api",
+    "train": "skillgrad.api",
+    "OptimizeResult": "skillgrad.api",
     "Trainer": "skillgrad.trainer",
     "TrainerCallback": "skillgrad.callbacks",
     "load_config": "skillgrad.config",
@@ -40,6 +53,7 @@ _EXPORTS = {
     "Completion": "skillgrad.models.messages",
     "Message": "skillgrad.models.messages",
     "Environment": "skillgrad.envs.base",
+    "MemoryEnvironment": "skillgrad.envs.memory",
     "Task": "skillgrad.records",
     "RolloutResult": "skillgrad.records",
     "EvalScore": "skillgrad.records",
@@ -53,6 +67,9 @@ _EXPORTS = {
 
 __all__ = [
     "__version__",
+    "optimize",
+    "train",
+    "OptimizeResult",
     "Trainer",
     "TrainerCallback",
     "load_config",
@@ -69,6 +86,7 @@ __all__ = [
     "Completion",
     "Message",
     "Environment",
+    "MemoryEnvironment",
     "Task",
     "RolloutResult",
     "EvalScore",
@@ -81,10 +99,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from skillgrad.api import OptimizeResult, optimize, train
     from skillgrad.build import build_clients, build_environment, build_trainer
     from skillgrad.callbacks import TrainerCallback
     from skillgrad.config import ResolvedConfig, load_config
     from skillgrad.envs.base import Environment
+    from skillgrad.envs.memory import MemoryEnvironment
     from skillgrad.errors import ConfigError, DataError, ModelError, RunStopped, SkillgradError
     from skillgrad.models.base import ChatModel
     from skillgrad.models.client import ModelClient

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from skillgrad import __version__, settings
 from skillgrad.callbacks import TrainerCallback
@@ -117,18 +119,91 @@ class Trainer:
         self.state: TrainerState | None = None
 
     # ------------------------------------------------------------------ the loop
+    @classmethod
+    def from_config(cls, path: str | Path, overrides: Sequence[str] = (),
+                    out: str | Path | None = None, *,
+                    callbacks: Sequence[TrainerCallback] = (),
+                    allow_config_change: bool = False) -> Trainer:
+        """The trainer of the config file ``path`` with dotted ``key=value`` ``overrides`` (as
+        ``--set`` takes them), training into ``out`` (default ``runs/<config name>``, as
+        ``skillgrad train``); built by :func:`~skillgrad.build.build_trainer`."""
+        from skillgrad.api import trainer_from_config  # deferred: api builds on this module
+
+        return trainer_from_config(path, overrides, out, callbacks=callbacks,
+                                   allow_config_change=allow_config_change)
+
     def fit(self) -> dict[str, Any]:
         """Train to the end (or continue to it) and return the summary. The run directory is
         locked meanwhile: a second process training into it is refused."""
+        with self._locked():
+            self._fit()
+        return self.run.read_summary()
+
+    def run_epoch(self) -> list[StepRecord]:
+        """Train one epoch (the rest of it, when the run stopped inside one) and return its
+        step records; after the last epoch also the final evaluation and the summary.
+
+        Called until it returns ``[]`` (the run is done), it trains the run epoch by epoch to
+        the skills and scores :meth:`fit` reaches. Each call continues from the checkpoint, as
+        :meth:`fit` does, so one that raised is resumed by the next (or by :meth:`fit`)."""
+        records: list[StepRecord] = []
+        with self._locked():
+            state = self._start_or_resume()
+            epoch = state.epoch
+            while state.phase == "train" and not state.training_done and state.epoch == epoch:
+                if state.step == 0 and state.epoch > state.epoch_update_done:
+                    self.epoch_update()
+                records.append(self.step())
+            if state.training_done:
+                self._finish(state)
+        return records
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The run's scores so far, as plain data: ``selection`` (the gate metric of the
+        initial, best and current skill), ``steps`` (per step: decision, candidate / current /
+        best selection score, training score), ``best_step``, ``done``, and ``test`` (initial,
+        best and final hard / soft / n) once the run is done. Read from the checkpoint before
+        the trainer has run."""
+        from skillgrad.api import run_metrics  # deferred: api builds on this module
+
+        return run_metrics(self)
+
+    @property
+    def best_skill(self) -> str:
+        """The text of the best skill so far (the initial skill before training)."""
+        from skillgrad.api import best_skill  # deferred: api builds on this module
+
+        return best_skill(self)
+
+    def export(self, fmt: Literal["skill-folder", "agents-md"] = "skill-folder", *,
+               out: str | Path, name: str | None = None,
+               description: str | None = None, keep_blocks: bool = False) -> Path:
+        """Write the best skill as ``fmt`` (``skill-folder``: ``out/<name>/SKILL.md``;
+        ``agents-md``: a section of the memory file ``out``) and return the path written.
+        ``name`` defaults to the run directory's name, ``description`` to one made from the
+        skill's first heading; ``keep_blocks`` keeps the protected blocks' markers."""
+        from skillgrad import export  # deferred: export is a layer above the trainer
+
+        skill = self.best_skill
+        path: Path = export.export_skill(
+            skill, fmt, Path(out), keep_blocks=keep_blocks,
+            name=name if name is not None else export.skill_name(self.run.root.resolve().name),
+            description=(description if description is not None
+                         else export.default_description(skill, self.cfg.env.name)))
+        return path
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the run directory's lock (a second process training into it is refused)."""
         try:
             with self.run.lock():
-                self._fit()
+                yield
         except RunStopped as exc:
             # The checkpoint of the last finished step and this step's call journal are on
             # disk: running again resumes here.
             self.run.event("stopped", reason=str(exc))
             raise
-        return self.run.read_summary()
 
     def _fit(self) -> None:
         state = self._start_or_resume()
@@ -136,6 +211,10 @@ class Trainer:
             if state.step == 0 and state.epoch > state.epoch_update_done:
                 self.epoch_update()
             self.step()
+        self._finish(state)
+
+    def _finish(self, state: TrainerState) -> None:
+        """After the last step: the final evaluation and the summary, each checkpointed."""
         if state.phase == "train":
             state.phase = "final"
             self._checkpoint()
