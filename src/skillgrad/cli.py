@@ -4,7 +4,6 @@ all that it prints stay in the one module that owns the console.)"""
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 import sys
@@ -26,9 +25,11 @@ from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig, load_config
 from skillgrad.config_cli import compat_lines, config_app
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
+from skillgrad.export_cli import export_command
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.redact import RedactingFilter
 from skillgrad.rundir import RunDir
+from skillgrad.runs_cli import compare_command, diff_command, show_command
 from skillgrad.sleep.cli import sleep_app
 
 # The click inside typer: its usage error is what a mistyped command line raises.
@@ -247,53 +248,10 @@ def eval_(
     out_console.print(f"written: {folder / 'eval_summary.json'}")
 
 
-@app.command()
-def show(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Show a run: one row per step, the best step, and totals (also while it trains)."""
-    from skillgrad.state import TrainerState
-
-    run = RunDir(run_dir)
-    state = TrainerState.model_validate(run.require_checkpoint())
-    table = Table(title=f"{run_dir} — {state.phase}, {state.global_step}/{state.total_steps} steps")
-    for col in ("step", "epoch", "budget", "proposed", "applied", "skipped", "train",
-                "val current", "val candidate", "decision"):
-        table.add_column(col, justify="right" if col != "decision" else "left")
-    for r in state.history:
-        best = " *" if r.global_step == state.best_step else ""
-        table.add_row(
-            str(r.global_step), str(r.epoch), str(r.budget), str(r.n_proposed),
-            f"{r.n_applied + r.n_fuzzy} ({r.n_fuzzy} fuzzy)", str(r.n_skipped),
-            f"{r.train_hard:.3f}", _fmt(r.current_score), _fmt(r.candidate_score),
-            r.decision + best,
-        )
-    out_console.print(table)
-    for r in state.history:
-        if r.reason:
-            out_console.print(f"step {r.global_step} {r.decision}: {escape(r.reason)}")
-    for u in state.epoch_updates:
-        p = u.pairs
-        slow = (f"slow update {u.slow_update.decision} ({escape(u.slow_update.reason)})"
-                if u.slow_update else "no slow update")
-        out_console.print(
-            f"before epoch {u.epoch}: improved {p.improved}, regressed {p.regressed}, "
-            f"persistent failure {p.persistent_failure}, stable success {p.stable_success}; "
-            f"{slow}" + ("; meta skill updated" if u.meta_skill_updated else ""))
-    init = state.score("val", state.initial_hash)
-    bestv = state.score("val", state.best_hash)
-    out_console.print(
-        f"best step: {state.best_step} (val {_fmt(bestv.hard if bestv else None)}, "
-        f"initial {_fmt(init.hard if init else None)})"
-    )
-    if run.summary_path.exists():
-        _print_summary(json.loads(run.summary_path.read_text(encoding="utf-8")), run_dir)
-        return
-    # Not finished (still training, or stopped): what the checkpoint knows of the same.
-    from skillgrad.summary import model_usage
-
-    unusable = [r for r in state.history if r.unusable]
-    _print_unusable(sum(r.n_parse_errors for r in state.history), len(unusable),
-                    unusable[-1] if unusable else None)
-    _print_usage(model_usage(state.meter))
+app.command("show")(show_command)
+app.command("diff")(diff_command)
+app.command("compare")(compare_command)
+app.command("export")(export_command)
 
 
 models_app = typer.Typer(help="Embedded models: list them, install their weights.",
@@ -381,10 +339,6 @@ def backend_list() -> None:
     from skillgrad.registry import BACKEND_GROUP
 
     _plugin_table("model backends (model.<role>.backend)", BACKEND_GROUP)
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
 
 
 def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
