@@ -18,45 +18,33 @@ import yaml
 from skillgrad.errors import ConfigError
 from skillgrad.models.messages import ChatRequest
 from skillgrad.sleep.cycle import run_night
-from skillgrad.sleep.demo import FAKE_KEY, MODULES, SKILL, claude_session, write_demo
+from skillgrad.sleep.demo import (
+    FAKE_KEY,
+    HARMFUL,
+    HELPFUL,
+    MODULES,
+    SKILL,
+    claude_session,
+    scripted_optimizer,
+    scripted_target,
+    write_demo,
+)
 from skillgrad.sleep.night import SLEEP_DIR
 from skillgrad.sleep.stage import Staging
 from tests.e2e import cli
 
 NOW = datetime(2026, 3, 9, 3, 17, tzinfo=timezone.utc)
-HELPFUL = "- Name the file you change."
-HARMFUL = "- Never name files; describe changes in general terms."
-
-
 PROMPTS: list[str] = []
 
 
 def _optimizer(request: ChatRequest) -> Any:
-    """Greedy: a harmful rule; at 0.7: a line copied from a task; hotter: the helpful rule.
-    As the judge: full marks for an answer that names a file."""
-    prompt = request.messages[-1].text()
-    PROMPTS.append(prompt)
-    if request.kind == "sleep_judge":
-        answer = prompt.rsplit("## Answer", 1)[1]
-        return {"score": 1.0 if ".py" in answer else 0.2, "reason": "names the file or not"}
-    if request.kind not in ("analyst_failure", "analyst_success"):
-        raise AssertionError(f"unexpected call {request.kind}")
-    t = request.temperature or 0.0
-    if request.kind == "analyst_success" or t < 0.5:
-        content = HARMFUL
-    elif t < 0.8:
-        content = "- fix the failing test in the billing module of the shop"
-    else:
-        content = HELPFUL
-    return {"reasoning": "r", "edits": [{"op": "append", "content": content}]}
+    """The demo's stand-in optimizer (a harmful, a copied and a helpful rule; the judge
+    wants a file name), recording what it was asked."""
+    PROMPTS.append(request.messages[-1].text())
+    return scripted_optimizer(request)
 
 
-def _target(request: ChatRequest) -> str:
-    skill, prompt = request.messages[0].text(), request.messages[1].text()
-    module = next(m for m in MODULES if m in prompt)
-    if "Never name files" in skill:
-        return "Changed the module."
-    return f"Fixed shop/{module}.py." if HELPFUL in skill else "Fixed the test."
+_target = scripted_target
 
 
 @pytest.fixture

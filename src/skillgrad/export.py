@@ -30,10 +30,11 @@ from pydantic import BaseModel
 
 from skillgrad import prompts
 from skillgrad.errors import SkillgradError
+from skillgrad.files import read_optional, replace_keeping_mode
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
-from skillgrad.rundir import RunDir, atomic_write_text
+from skillgrad.rundir import RunDir
 from skillgrad.skill import protected_spans, remove_span
 from skillgrad.sleep.skills import (
     MAX_DESCRIPTION,
@@ -365,23 +366,11 @@ def _find_all(text: str, marker: str) -> list[int]:
 
 def _read(path: Path) -> bytes | None:
     """``path``'s bytes; ``None`` when there is no such file."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise ExportError(f"{path}: is a folder, not a file") from None
-    except OSError as exc:
-        raise ExportError(f"{path}: cannot be read ({exc.strerror})") from exc
+    return read_optional(path, ExportError)
 
 
 def _write_file(path: Path, text: str) -> None:
     """Write ``text`` atomically to the file ``path`` names (through a symbolic link: the link
     stays), keeping an existing file's permissions."""
-    real = Path(os.path.realpath(path))
-    try:
-        mode = real.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = _NEW_FILE_MODE
-    atomic_write_text(real, text)
-    os.chmod(real, mode)
+    replace_keeping_mode(Path(os.path.realpath(path)), text.encode("utf-8"), ExportError,
+                         _NEW_FILE_MODE)

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from skillgrad.errors import SkillgradError
+from skillgrad.files import fsync_dir, read_optional, replace_file, replace_keeping_mode
 from skillgrad.rundir import atomic_write_text, read_jsonl, write_json, write_jsonl
 
 SCHEMA_VERSION = 1
@@ -208,7 +209,7 @@ class Staging:
                   realpath=realpath, links=_links(target), live_sha256=_sha(live),
                   proposal_sha256=_sha(data), proposed=f"proposed/{stem}-{target.name}",
                   diff=f"diffs/{stem}.diff", backup=f"backup/{stem}-{target.name}")
-        _write_file(folder / pin.proposed, data)
+        replace_file(folder / pin.proposed, data)
         old = None if live is None else live.decode("utf-8", errors="replace")
         atomic_write_text(folder / pin.diff, _diff(old, proposal.text, self._shown(target)))
         return pin
@@ -393,7 +394,7 @@ class Staging:
     def _backup(self, folder: Path, pin: Pin) -> dict[str, Any]:
         real = Path(pin.realpath)
         if pin.live_sha256 != ABSENT:  # as private as the file it keeps
-            _write_file(folder / pin.backup, real.read_bytes(), stat.S_IMODE(real.stat().st_mode))
+            replace_file(folder / pin.backup, real.read_bytes(), stat.S_IMODE(real.stat().st_mode))
         made = [str(p) for p in reversed(real.parents) if not p.exists()]
         return _entry(pin, pin.live_sha256, pin.backup if pin.live_sha256 != ABSENT else ABSENT,
                       pin.proposal_sha256, made)
@@ -517,7 +518,7 @@ def _restore(folder: Path, real: Path, source: str, made_dirs: list[str]) -> Non
         return
     with contextlib.suppress(FileNotFoundError):
         real.unlink()
-    _fsync_dir(real.parent)
+    fsync_dir(real.parent)
     for made in reversed(made_dirs):  # the folders adoption made for a new file, if empty
         with contextlib.suppress(OSError):
             Path(made).rmdir()
@@ -534,50 +535,12 @@ def _read_adoption(folder: Path) -> dict[str, Any]:
 
 
 def _read_live(real: Path, target: Path) -> bytes | None:
-    try:
-        return real.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise StagingError(f"{target}: is a folder, not a file") from None
-    except OSError as exc:
-        raise StagingError(f"{target}: cannot be read ({exc.strerror})") from exc
+    return read_optional(real, StagingError, target)
 
 
 def _write_live(path: Path, data: bytes) -> None:
-    """Replace ``path``'s content in one step (a temporary file in the same folder, fsync,
-    rename, fsync of the folder), keeping its permissions."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else None
-        _write_file(path, data, mode)
-    except OSError as exc:
-        raise StagingError(f"{path}: cannot be written ({exc.strerror})") from exc
-
-
-def _write_file(path: Path, data: bytes, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace ``path``'s content in one step, keeping its permissions."""
+    replace_keeping_mode(path, data, StagingError)
 
 
 def _links(path: Path) -> tuple[str, ...]:

@@ -1,0 +1,64 @@
+"""Files of the user's that skillgrad reads or replaces (a skill folder, an AGENTS.md): read
+whole or found missing, and replaced in one step, never left half written."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from skillgrad.errors import SkillgradError
+
+
+def read_optional(path: Path, error: type[SkillgradError], shown: Path | None = None
+                  ) -> bytes | None:
+    """``path``'s bytes, or ``None`` when there is no such file; any other problem is an
+    ``error`` naming ``shown`` (default: ``path``)."""
+    name = shown or path
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise error(f"{name}: is a folder, not a file") from None
+    except OSError as exc:
+        raise error(f"{name}: cannot be read ({exc.strerror})") from exc
+
+
+def replace_file(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` in one step: a temporary file in the same folder, fsync,
+    rename, fsync of the folder. ``mode``: the new file's permissions (default: the umask's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def replace_keeping_mode(path: Path, data: bytes, error: type[SkillgradError],
+                         new_mode: int | None = None) -> None:
+    """:func:`replace_file` keeping the permissions of the file it replaces (``new_mode`` for
+    a new one); a failure is an ``error`` naming the file."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else new_mode
+        replace_file(path, data, mode)
+    except OSError as exc:
+        raise error(f"{path}: cannot be written ({exc.strerror})") from exc
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
