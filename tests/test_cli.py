@@ -199,3 +199,11 @@ def test_a_missing_embedded_model_stops_before_the_run_starts(tmp_path: Path) ->
     line = one_line_error(cli("train", str(config), "--out", str(tmp_path / "run")))
     assert "model_path" in line and "missing.gguf" in line
     assert not (tmp_path / "run").exists()
+
+
+def test_dash_h_is_help_for_every_command() -> None:
+    from tests.e2e import cli
+
+    for args in (["-h"], ["train", "-h"], ["sleep", "-h"], ["config", "check", "-h"]):
+        proc = cli(*args)
+        assert proc.returncode == 0 and "Usage: skillgrad" in proc.stdout, args

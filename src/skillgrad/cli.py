@@ -39,8 +39,9 @@ app = typer.Typer(
     name="skillgrad",
     help="Train the skill document of a frozen LLM agent the way one trains a network.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # skillgrad --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True)
