@@ -207,3 +207,23 @@ def test_dash_h_is_help_for_every_command() -> None:
     for args in (["-h"], ["train", "-h"], ["sleep", "-h"], ["config", "check", "-h"]):
         proc = cli(*args)
         assert proc.returncode == 0 and "Usage: skillgrad" in proc.stdout, args
+
+
+def test_train_dry_run_plans_calls_and_cost_and_calls_nothing(tmp_path: Path) -> None:
+    import yaml
+    from conftest import toy_config
+
+    from tests.e2e import cli
+
+    cfg = toy_config(tmp_path, model={
+        "target": {"backend": "scripted", "replies": [], "prices": {"prompt": 1.0,
+                                                                    "completion": 2.0}},
+        "optimizer": {"backend": "scripted", "replies": []}})
+    data = yaml.safe_load(cfg.read_text())
+    proc = cli("train", str(cfg), "--out", str(tmp_path / "run"), "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "plan: 3 steps" in proc.stdout or "plan: 6 steps" in proc.stdout
+    target_total = next(line for line in proc.stdout.splitlines()
+                        if "target" in line and "total" in line)
+    assert target_total.split("│")[-2].strip()  # priced: a cost
+    assert not (tmp_path / "run").exists() and data["train"]["num_epochs"] == 2

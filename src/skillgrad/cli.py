@@ -138,12 +138,16 @@ def train(
     set_: SetOpt = None,
     allow_config_change: Annotated[bool, typer.Option(help="Resume a run directory although its config differs.")] = False,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="Answer every model call from the calls recorded in this run directory (offline; no model is loaded).")] = None,  # noqa: UP045
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the most calls and tokens the run can ask of each model (and, with prices, its cost); call nothing.")] = False,
 ) -> None:
     """Train a skill. Running again into the same --out resumes where it stopped; one run
     directory takes one process at a time."""
     from skillgrad.build import build_trainer
 
     resolved = _load(config, set_)
+    if dry_run:
+        _print_plan(resolved)
+        return
     run_dir = out or Path("runs") / config.stem
     if replay is not None and replay.resolve() == run_dir.resolve():
         raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
@@ -358,6 +362,24 @@ def _print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     if not summary.get("gate", {}).get("use_gate", True):
         out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
     out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
+
+
+def _print_plan(resolved: ResolvedConfig) -> None:
+    from skillgrad.build import build_environment
+    from skillgrad.plan import as_rows, plan_run
+
+    plan = plan_run(resolved, build_environment(resolved))
+    sizes = ", ".join(f"{k} {v}" for k, v in plan.splits.items())
+    out_console.print(f"plan: {plan.steps} steps over {sizes} tasks; the most each model can "
+                      "be asked (a run asks fewer)", markup=False)
+    table = Table("role", "stage", "calls", "prompt tok", "completion tok", "cost")
+    for row in as_rows(resolved, plan):
+        cost = row.get("cost")
+        table.add_row(row["role"], row["stage"], str(row["calls"]), str(row["prompt_tokens"]),
+                      str(row["completion_tokens"]), "" if cost is None else f"{cost:.4f}")
+    out_console.print(table)
+    for note in plan.notes:
+        out_console.print(f"note: {note}", markup=False)
 
 
 def _print_unusable(parse_errors: int, steps: int, last: StepRecord | None = None) -> None:
