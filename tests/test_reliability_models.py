@@ -227,8 +227,10 @@ def test_the_end_of_run_printout_and_show_count_what_could_not_be_used(
            "usable reply" in printed
     assert "optimizer: 100 calls" in printed and "100 attempts (100 ok)" in printed
     (run / "summary.json").unlink()  # as while it trains, or after a stop
-    cli.show(run)
-    shown = capsys.readouterr().out
+    from skillgrad.runs_cli import show_command
+
+    show_command(run)
+    shown = " ".join(capsys.readouterr().out.split())  # show wraps its lines at 80 columns
     assert "50 analyst replies could not be used" in shown
     assert "the last (step 6): reply is not valid JSON of the expected shape" in shown
 

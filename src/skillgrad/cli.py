@@ -4,6 +4,7 @@ all that it prints stay in the one module that owns the console.)"""
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import sys
@@ -16,7 +17,14 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from typer.core import _click
 
@@ -77,9 +85,11 @@ def _root(
 class ProgressCallback(TrainerCallback):
     """Progress bars for stages with a known number of tasks, one line per step."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, steps: int | None = None, done: int = 0) -> None:
         self.progress = progress
         self.tasks: dict[str, Any] = {}
+        self.steps = (progress.add_task("steps", total=steps, completed=done)
+                      if steps else None)
 
     def on_stage_start(self, stage: str, total: int | None) -> None:
         label = stage if total is not None else f"{stage}…"
@@ -96,7 +106,8 @@ class ProgressCallback(TrainerCallback):
 
     def on_evaluate(self, score: EvalScore) -> None:
         self.progress.console.print(
-            f"  eval {score.split}: hard {score.hard:.3f} soft {score.soft:.3f} (n={score.n})"
+            f"  eval {score.split} of skill {score.skill_hash[:8]}: hard {score.hard:.3f} "
+            f"soft {score.soft:.3f} (n={score.n})"
         )
 
     def on_step_end(self, r: StepRecord) -> None:
@@ -110,6 +121,8 @@ class ProgressCallback(TrainerCallback):
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
             f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]{why}"
         )
+        if self.steps is not None:
+            self.progress.advance(self.steps)
 
     def on_epoch_update(self, u: EpochUpdate) -> None:
         p = u.pairs
@@ -127,8 +140,8 @@ def _progress() -> Progress:
     # Bars only on a terminal: elsewhere the live display ends in an empty line, which would
     # stand before an error line; the step lines are printed either way.
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True,
-                    disable=not console.is_terminal)
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                    transient=True, disable=not console.is_terminal)
 
 
 @app.command()
@@ -153,10 +166,14 @@ def train(
         raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
     run = RunDir(run_dir)
     with run.lock(), _told_where_it_stopped(run), _progress() as progress:
-        trainer = build_trainer(resolved, run_dir, callbacks=[ProgressCallback(progress)],
-                                allow_config_change=allow_config_change, replay=replay)
+        trainer = build_trainer(resolved, run_dir, allow_config_change=allow_config_change,
+                                replay=replay)
+        steps, done = _banner(resolved, trainer, run_dir)
+        trainer.callbacks.append(ProgressCallback(progress, steps, done))
         summary = trainer.fit()
     _print_summary(summary, run_dir)
+    out_console.print(f"next: skillgrad show {run_dir} · skillgrad diff {run_dir} · "
+                      f"skillgrad export {run_dir} --format skill-folder", markup=False)
 
 
 def _load(config: Path, set_: list[str] | None) -> ResolvedConfig:
@@ -165,6 +182,39 @@ def _load(config: Path, set_: list[str] | None) -> ResolvedConfig:
     for line in compat_lines(resolved):
         console.print(line, markup=False, highlight=False)
     return resolved
+
+
+def _banner(resolved: ResolvedConfig, trainer: Any, run_dir: Path) -> tuple[int, int]:
+    """The run's start line (or where it resumes); the steps in all and those done."""
+    from skillgrad.state import steps_per_epoch
+
+    t = resolved.config.train
+    per_epoch = steps_per_epoch(len(trainer.train_tasks), t.batch_size * t.accumulation,
+                                t.steps_per_epoch)
+    steps = per_epoch * t.num_epochs
+    m = resolved.config.model
+    models = ", ".join(
+        f"{role} {getattr(m, role).backend}" + (
+            f" {resolved.role_options[role].model}"
+            if isinstance(getattr(resolved.role_options[role], "model", None), str) else "")
+        for role in ("target", "optimizer"))
+    out_console.print(f"run {run_dir}: train {len(trainer.train_tasks)} / selection "
+                  f"{len(trainer.val_tasks)} tasks, {steps} steps; {models}", markup=False)
+    checkpoint = run_dir / "checkpoint.json"
+    done = 0
+    try:
+        data = json.loads(checkpoint.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet; or unreadable, which the run itself reports
+        data = None
+    if isinstance(data, dict):
+        done = int(data.get("global_step", 0) or 0)
+        if done >= steps:
+            out_console.print(f"all {steps} steps are done; finishing the run", markup=False)
+        else:
+            out_console.print(f"resuming at epoch {data.get('epoch', 1)} step "
+                          f"{data.get('step', 0) + 1} of {data.get('steps_per_epoch', per_epoch)}"
+                          f" ({done} of {steps} steps done)", markup=False)
+    return steps, done
 
 
 class _Stopped(Exception):
