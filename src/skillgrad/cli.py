@@ -193,11 +193,10 @@ def _banner(resolved: ResolvedConfig, trainer: Any, run_dir: Path) -> tuple[int,
                                 t.steps_per_epoch)
     steps = per_epoch * t.num_epochs
     m = resolved.config.model
-    models = ", ".join(
-        f"{role} {getattr(m, role).backend}" + (
-            f" {resolved.role_options[role].model}"
-            if isinstance(getattr(resolved.role_options[role], "model", None), str) else "")
-        for role in ("target", "optimizer"))
+    names = {role: getattr(resolved.role_options[role], "model", None)
+             for role in ("target", "optimizer")}
+    models = ", ".join(f"{role} {getattr(m, role).backend}" + (
+        f" {name}" if isinstance(name, str) else "") for role, name in names.items())
     out_console.print(f"run {run_dir}: train {len(trainer.train_tasks)} / selection "
                   f"{len(trainer.val_tasks)} tasks, {steps} steps; {models}", markup=False)
     checkpoint = run_dir / "checkpoint.json"
