@@ -37,7 +37,7 @@ from skillgrad.export_cli import export_command
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.redact import RedactingFilter
 from skillgrad.rundir import RunDir
-from skillgrad.runs_cli import compare_command, diff_command, show_command
+from skillgrad.runs_cli import compare_command, diff_command, show_command, usage_line
 from skillgrad.sleep.cli import sleep_app
 
 # The click inside typer: its usage error is what a mistyped command line raises.
@@ -446,19 +446,9 @@ def _print_unusable(parse_errors: int, steps: int, last: StepRecord | None = Non
 
 
 def _print_usage(models: dict[str, Any]) -> None:
-    """One line per role: calls, tokens, time, cost, and every attempt sent by outcome."""
+    """One line per role (:func:`~skillgrad.runs_cli.usage_line`, as ``show`` prints it)."""
     for role, usage in models.items():
-        cost = f", cost {usage['cost']:.4f}" if usage.get("cost") else ""
-        cached = f" ({usage['cached']} from cache)" if usage.get("cached") else ""
-        line = (f"{role}: {usage['calls']} calls{cached}, {usage['prompt_tokens']} prompt + "
-                f"{usage['completion_tokens']} completion tokens, {usage['seconds']:.0f} s{cost}")
-        attempts = usage.get("attempts") or {}
-        if attempts:
-            kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in attempts.items())
-            line += f"; {sum(attempts.values())} attempts ({kinds})"
-        if usage.get("cut_off_dropped"):
-            line += f"; {usage['cut_off_dropped']} replies dropped, cut off at the token limit"
-        out_console.print(escape(line))
+        out_console.print(escape(usage_line(role, usage)))
 
 
 def _fail(message: str, code: int, hint: str = "") -> None:

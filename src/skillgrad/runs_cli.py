@@ -331,14 +331,15 @@ def _totals(t: dict[str, Any]) -> list[str]:
             line += (f"; {t['unusable_steps']} steps without a usable reply, the last (step "
                      f"{last['step']}): {last['error']}")
         out.append(line)
-    out += [_usage(role, u) for role, u in t["models"].items()]
+    out += [usage_line(role, u) for role, u in t["models"].items()]
     if not t["use_gate"]:
         out.append("note: the gate was OFF for this run")
     out.append(f"best skill: {t['best_skill']}")
     return out + ([f"summary: {t['summary']}"] if t["summary"] else [])
 
 
-def _usage(role: str, u: dict[str, Any]) -> str:
+def usage_line(role: str, u: dict[str, Any]) -> str:
+    """One role's calls, tokens, time, cost, and every attempt sent by outcome."""
     cost = f", cost {u['cost']:.4f}" if u.get("cost") else ""
     cached = f" ({u['cached']} from cache)" if u.get("cached") else ""
     line = (f"{role}: {u['calls']} calls{cached}, {u['prompt_tokens']} prompt + "
