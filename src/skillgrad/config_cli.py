@@ -24,7 +24,8 @@ config_app = typer.Typer(help="Configs: check one, migrate a SkillOpt one.",
 ConfigArg = Annotated[Path, typer.Argument(help="YAML config file (skillgrad's or SkillOpt's).")]
 SetOpt = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer needs Optional here
-    typer.Option("--set", "-s", help="Override a config key: --set optimizer.learning_rate=6"),
+    typer.Option("--set", "-s", metavar="KEY=VALUE",
+                 help="Override a config key: --set optimizer.learning_rate=6"),
 ]
 Print = Callable[[str], None]
 
@@ -74,7 +75,7 @@ def migrate(
     config: ConfigArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="The skillgrad config to write.")],
     set_: SetOpt = None,
-    force: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
 ) -> None:
     """Write a SkillOpt config in skillgrad's own keys, a comment on every value that was
     mapped; training on either file gives the same fingerprint and the same run."""

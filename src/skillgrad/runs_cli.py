@@ -72,7 +72,7 @@ def _diff_colour(line: str) -> str | None:
 
 def compare_command(
     sources: Annotated[list[Path], typer.Argument(
-        help="Two or more run directories (with --config: skill files).")],
+        metavar="SOURCE", help="Two or more run directories (with --config: skill files).")],
     config: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--config", help="Score skill files on this config's test split instead (as "
         "`skillgrad eval` does, into its default folders).")] = None,

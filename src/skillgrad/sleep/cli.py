@@ -200,7 +200,7 @@ def unschedule(project: ProjectOpt = Path(".")) -> None:
 @sleep_app.command("demo")
 def demo(folder: Annotated[Path, typer.Argument(help="Where the demo project goes.")],
          scripted: Annotated[bool, typer.Option(
-             help="Stand-in models instead of the embedded one: a night takes a second.")
+             "--scripted", help="Stand-in models instead of the embedded one: a night takes a second.")
          ] = False) -> None:
     """Write a demo project with Claude Code sessions to try sleep on (see README: Sleep)."""
     from skillgrad.sleep.demo import write_demo
