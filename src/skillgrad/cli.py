@@ -307,7 +307,9 @@ app.command("export")(export_command)
 
 models_app = typer.Typer(help="Embedded models: list them, install their weights.",
                          no_args_is_help=True)
-app.add_typer(models_app, name="models")
+app.add_typer(models_app, name="model")
+# Command groups are singular nouns (model, config, env, backend); the plural still works.
+app.add_typer(models_app, name="models", hidden=True)
 
 
 @models_app.command("list")

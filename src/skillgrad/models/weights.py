@@ -95,7 +95,7 @@ def spec_for(name: str) -> WeightSpec:
 
 
 def install_command(name: str) -> str:
-    return f"skillgrad models install {name}"
+    return f"skillgrad model install {name}"
 
 
 def sha256_of(path: Path) -> str:
