@@ -32,6 +32,7 @@ from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig, load_config
 from skillgrad.config_cli import SetOpt, compat_lines, config_app
+from skillgrad.dashboard.cli import dashboard_command
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.export_cli import export_command
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
@@ -303,6 +304,7 @@ app.command("show")(show_command)
 app.command("diff")(diff_command)
 app.command("compare")(compare_command)
 app.command("export")(export_command)
+app.command("dashboard")(dashboard_command)
 
 
 models_app = typer.Typer(help="Embedded models: list them, install their weights.",

@@ -82,7 +82,7 @@ def compare_command(
     """Compare runs (or skill files): test scores, cost per role, the gate's decisions, and
     for each after the first a paired bootstrap 95% interval of its best skill's test gain
     over the first's, on their shared test tasks."""
-    from skillgrad.runview import gains, jsonable, run_column
+    from skillgrad.runview import column_label, gains, jsonable, run_column
 
     if len(sources) < 2:
         raise SkillgradError("compare: give two or more run directories (or --config CONFIG "
@@ -90,7 +90,7 @@ def compare_command(
     if set_ and config is None:
         raise SkillgradError("compare: --set applies to the --config the skill files are "
                              "scored with; runs keep their own config")
-    labels = [_label(i) for i in range(len(sources))]
+    labels = [column_label(i) for i in range(len(sources))]
     if config is None:
         columns = [run_column(label, path) for label, path in zip(labels, sources, strict=True)]
     else:
@@ -130,10 +130,6 @@ def _score_skills(config: Path, overrides: list[str], labels: list[str],
         typer.echo(f"{label}: {path} scored on test (written: {folder})", err=True)
         columns.append(skill_column(label, path, summary, folder))
     return columns
-
-
-def _label(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
 
 
 def _width() -> int:
@@ -362,6 +358,18 @@ def compare_lines(columns: Sequence[Column], found: Sequence[Gain], width: int) 
     out = [w for c in columns for w in wrap(
         f"{c.label}  {c.source} ({'skill file' if c.kind == 'skill' else 'run'}: {c.about})",
         width, hang="   ")]
+    rows = compare_rows(columns)
+    out += ["", *table(["", *(c.label for c in columns)], rows, left={0}), ""]
+    out += wrap("test scores are hard/soft; a skill file's own score is its row 'test best'",
+                width)
+    for g in found:
+        out += wrap(gain_line(g), width, hang="  ")
+    return out
+
+
+def compare_rows(columns: Sequence[Column]) -> list[list[str]]:
+    """The table's rows: a name, then one cell per column (test scores hard/soft, test
+    tasks, calls, tokens and cost per role, the gate's decisions)."""
     roles = list(dict.fromkeys(role for c in columns for role in c.models))
     rows: list[list[str]] = []
     for name in ("initial", "best", "final"):
@@ -373,17 +381,15 @@ def compare_lines(columns: Sequence[Column], found: Sequence[Gain], width: int) 
     for key in ("accept", "reject", "refused", "skip"):
         rows.append([f"{key} decisions", *(str(c.decisions[key]) if c.decisions else "-"
                                            for c in columns)])
-    out += ["", *table(["", *(c.label for c in columns)], rows, left={0}), ""]
-    out += wrap("test scores are hard/soft; a skill file's own score is its row 'test best'",
-                width)
-    for g in found:
-        if g.hard is None or g.soft is None:
-            line = f"{g.label} vs {g.against}: no interval ({g.note})"
-        else:
-            line = (f"{g.label} vs {g.against}, best skills on {g.n} shared test tasks: "
-                    f"{_interval('hard', g.hard)}; {_interval('soft', g.soft)}")
-        out += wrap(line, width, hang="  ")
-    return out
+    return rows
+
+
+def gain_line(g: Gain) -> str:
+    """A paired gain and its interval, in words (or why there is none)."""
+    if g.hard is None or g.soft is None:
+        return f"{g.label} vs {g.against}: no interval ({g.note})"
+    return (f"{g.label} vs {g.against}, best skills on {g.n} shared test tasks: "
+            f"{_interval('hard', g.hard)}; {_interval('soft', g.soft)}")
 
 
 def _hard_soft(score: dict[str, float] | None) -> str:

@@ -513,6 +513,11 @@ class Gain:
     note: str = ""
 
 
+def column_label(i: int) -> str:
+    """The label of the ``i``-th run (or skill) compared: A, B, ..., then R27, R28, ..."""
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
+
+
 def run_column(label: str, root: Path) -> Column:
     run = RunDir(root)
     state = load_state(run)
