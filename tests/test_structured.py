@@ -41,6 +41,18 @@ def test_prose_wrapped_json() -> None:
     assert extract_json(text) == {"a": {"b": 1}}
 
 
+def test_latex_whose_backslash_was_read_as_an_escape_is_restored() -> None:
+    # What a model writes: single backslashes, so "\boxed" is a JSON backspace + "oxed".
+    text = r'{"rules": ["Give \boxed{x}; \frac{a}{b}, 3 \times 4 \text{cm}, a \neq b \right)"]}'
+    assert extract_json(text) == {"rules": [
+        "Give \\boxed{x}; \\frac{a}{b}, 3 \\times 4 \\text{cm}, a \\neq b \\right)"]}
+    # Escapes that are meant stay what JSON says they are.
+    assert extract_json(r'{"a": "one\ntwo\tthree\nuse \\boxed{y}"}') == {
+        "a": "one\ntwo\tthree\nuse \\boxed{y}"}
+    # The repaired path too (a trailing comma).
+    assert extract_json(r'{"rules": ["\boxed{z}",],}') == {"rules": ["\\boxed{z}"]}
+
+
 def test_trailing_commas_are_repaired() -> None:
     text = 'Result: {"edits": [{"op": "append"},], "reasoning": "x",} thanks'
     assert extract_json(text) == {"edits": [{"op": "append"}], "reasoning": "x"}

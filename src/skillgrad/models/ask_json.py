@@ -215,8 +215,36 @@ def _quote(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
+# A model writing LaTeX inside a JSON string seldom doubles its backslashes, and "\boxed",
+# "\frac", "\times" or "\neq" then decode to a backspace, a form feed, a tab or a newline
+# followed by the command's tail. A backspace or form feed is never meant in a reply, and the
+# other three only before these command tails, so such characters are read back as the
+# backslash commands they were.
+_LATEX_SLIP = re.compile(
+    r"[\b\f]"
+    r"|\t(?=imes|ext|heta|frac|ilde|riangle|au(?![a-z])|an(?![a-z]))"
+    r"|\r(?=ight|ho(?![a-z])|angle|ceil|floor|m(?![a-z]))"
+    r"|\n(?=eq(?![a-z])|abla|eg(?![a-z])|ewline|ot(?![a-z]))")
+_SLIPPED = {"\b": "\\b", "\f": "\\f", "\t": "\\t", "\r": "\\r", "\n": "\\n"}
+
+
+def _restore_latex(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LATEX_SLIP.sub(lambda m: _SLIPPED[m.group()], value)
+    if isinstance(value, list):
+        return [_restore_latex(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _restore_latex(v) for k, v in value.items()}
+    return value
+
+
 def extract_json(text: str) -> object:
-    """The JSON object in ``text``, tolerating fences, prose around it and small slips."""
+    """The JSON object in ``text``, tolerating fences, prose around it and small slips
+    (among them LaTeX commands whose backslash was read as a JSON escape)."""
+    return _restore_latex(_decode(text))
+
+
+def _decode(text: str) -> object:
     candidates = [text.strip()]
     candidates += [m.strip() for m in _FENCE.findall(text)]
     start, end = text.find("{"), text.rfind("}")
