@@ -25,6 +25,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "trainer": ("build", "evaluate", "cli"),
     "settings": ("trainer", "build", "evaluate", "cli", "state"),
     "build": ("cli", "evaluate"),
+    # The dashboard only reads run directories: it cannot train, call a model or score.
+    "dashboard": ("trainer", "build", "evaluate", "cli", "stages", "models"),
 }
 
 
