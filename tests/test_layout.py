@@ -27,6 +27,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "build": ("cli", "evaluate"),
     # The dashboard only reads run directories: it cannot train, call a model or score.
     "dashboard": ("trainer", "build", "evaluate", "cli", "stages", "models"),
+    # Trackers are callbacks: they observe the loop and never drive it.
+    "tracking": ("trainer", "build", "evaluate", "cli", "stages"),
 }
 
 

@@ -48,6 +48,7 @@ from skillgrad.models.client import EndpointLimits, Meter, ModelClient
 from skillgrad.rundir import RunDir
 from skillgrad.skill import read_skill_file
 from skillgrad.state import TrainerState, check_fingerprint
+from skillgrad.tracking import tracker_callbacks
 from skillgrad.trainer import Trainer
 
 MEMORY_ENV = "skillgrad.envs.memory:MemoryEnvironment"
@@ -130,7 +131,8 @@ def optimize(
         optimizer: the model that proposes the changes, the same way; default: the target.
         out: the run directory. Calling again into it with the same tasks, skill and config
             resumes; with other ones it is refused (:class:`~skillgrad.errors.RunDirError`).
-        callbacks: :class:`~skillgrad.callbacks.TrainerCallback` objects that observe the loop.
+        callbacks: :class:`~skillgrad.callbacks.TrainerCallback` objects that observe the loop
+            (the trackers of a ``tracking={...}`` section follow them).
         **config: config overrides by section, e.g. ``train={"num_epochs": 2}``,
             ``evaluation={"gate_test": "strict"}``, ``env={"max_tokens": 256}`` (the target's
             reply limit and temperature are the only ``env`` keys here).
@@ -157,8 +159,10 @@ def optimize(
     env = MemoryEnvironment(splits, skill, metric, items=items, options=options)
     given = {r: model for r, (_, model) in roles.items() if model is not None}
     clients = _clients(resolved, given)
-    trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(Path(out)),
-                      callbacks=callbacks)
+    run = RunDir(Path(out))
+    trackers = tracker_callbacks(resolved, run, [c.meter for c in clients.values()])
+    trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], run,
+                      callbacks=[*callbacks, *trackers])
     summary = trainer.fit()
     return OptimizeResult(best_skill=trainer.best_skill, summary=summary, run_dir=Path(out))
 

@@ -15,6 +15,7 @@ from skillgrad.models.store import Recording, ReplayModel, ResponseCache
 from skillgrad.models.weights import home_dir
 from skillgrad.records import RejectedStep
 from skillgrad.rundir import RunDir
+from skillgrad.tracking import tracker_callbacks
 from skillgrad.trainer import Trainer
 
 ROLES = ("target", "optimizer")
@@ -96,9 +97,14 @@ def build_trainer(
     prior_rejected: Sequence[RejectedStep] = (),
 ) -> Trainer:
     """``prior_rejected``: changes an earlier run rejected, shown to the optimizer from the
-    start (a sleep night carries the last night's over)."""
+    start (a sleep night carries the last night's over). The trackers of the config's
+    ``tracking:`` section follow ``callbacks``; a replay has none (it reproduces a recorded
+    run and logs no second one)."""
+    run = RunDir(out)
     env = build_environment(resolved)
     clients = build_clients(resolved, replay=replay)
-    return Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(out),
-                   callbacks=callbacks, allow_config_change=allow_config_change,
+    trackers = [] if replay is not None else tracker_callbacks(
+        resolved, run, [c.meter for c in clients.values()])
+    return Trainer(resolved, env, clients["target"], clients["optimizer"], run,
+                   callbacks=[*callbacks, *trackers], allow_config_change=allow_config_change,
                    prior_rejected=prior_rejected)

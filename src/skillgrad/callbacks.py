@@ -30,3 +30,7 @@ class TrainerCallback:
 
     def on_epoch_update(self, update: EpochUpdate) -> None:
         """The start-of-epoch work (comparison, meta skill, slow update) was checkpointed."""
+
+    def on_train_end(self, summary: dict[str, Any]) -> None:
+        """The run finished: the final evaluation is done and ``summary`` (what
+        ``summary.json`` holds) is written and checkpointed. Called once per run."""

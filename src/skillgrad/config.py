@@ -32,7 +32,7 @@ from skillgrad.dotted import flatten as _flatten
 from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
 from skillgrad.models.accounting import Budget, Prices
-from skillgrad.redact import redact, redact_at
+from skillgrad.redact import redact, redact_at, url_secrets
 from skillgrad.skillopt import CompatNote, translate
 from skillgrad.yamlfile import DuplicateKeyError, load_yaml_lines, load_yaml_text
 
@@ -210,6 +210,48 @@ class EnvSection(EnvCommon):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+class MlflowTracking(Section):
+    """``tracking.mlflow``: log the run to MLflow. Credentials come from MLflow's own
+    variables (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME / _PASSWORD), never the file."""
+
+    tracking_uri: str | None = Field(
+        None, description="a server (http://, https://), a database (sqlite:///...) or a folder "
+        "(relative: to the config's folder); default: $MLFLOW_TRACKING_URI, else MLflow's own")
+    experiment: str = Field("skillgrad", min_length=1, description="the experiment's name")
+    run_name: str | None = Field(None, description="default: the run directory's name")
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _no_credentials(cls, value: str | None) -> str | None:
+        if value is not None and url_secrets(value):
+            raise ValueError("holds a credential (a user:password@ or a token in the query); "
+                             "set MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
+                             "MLFLOW_TRACKING_PASSWORD, instead")
+        return value
+
+
+class WandbTracking(Section):
+    """``tracking.wandb``: log the run to Weights & Biases. The API key comes from
+    WANDB_API_KEY (or ``wandb login``), never the file."""
+
+    project: str = Field("skillgrad", min_length=1)
+    entity: str | None = Field(None, description="default: the logged-in user's")
+    mode: Literal["online", "offline", "disabled"] | None = Field(
+        None, description="default: $WANDB_MODE, else online")
+    run_name: str | None = Field(None, description="default: the run directory's name")
+    tags: tuple[str, ...] = ()
+    dir: Path | None = Field(None, description="where W&B keeps its files (relative: to the "
+                             "config's folder); default: $WANDB_DIR, else ./wandb")
+
+
+class TrackingSection(Section):
+    """Experiment trackers the run is logged to (none unless a tracker's section is given)."""
+
+    mlflow: MlflowTracking | None = None
+    wandb: WandbTracking | None = None
+
+
 class SkillgradConfig(Section):
     model: ModelSection = ModelSection()
     train: TrainSection = TrainSection()
@@ -218,6 +260,7 @@ class SkillgradConfig(Section):
     evaluation: EvaluationSection = EvaluationSection()
     env: EnvSection = EnvSection()
     execution: ExecutionSection = ExecutionSection()
+    tracking: TrackingSection = TrackingSection()
 
     @model_validator(mode="after")
     def _rules_are_edits(self) -> SkillgradConfig:
@@ -232,12 +275,12 @@ class SkillgradConfig(Section):
 
 # Keys that may change between a run and its resumption without changing its result. (The
 # limits that only stop a run, a prompt too large for the window or an optimizer gone silent,
-# are among them: raising one is how a stopped run goes on.)
+# are among them: raising one is how a stopped run goes on; so are the trackers it is logged to.)
 RESUME_SAFE = tuple(
     f"model.{role}.{key}" for role in ("target", "optimizer")
     for key in ("concurrency", "max_retries", "retry_base_delay", "budget.", "prices.", "cache",
                 "cache_dir", "timeout", "context_tokens")
-) + ("execution.", "optimizer.max_unusable_steps")
+) + ("execution.", "optimizer.max_unusable_steps", "tracking.")
 
 
 # ----------------------------------------------------------------------------- resolved config

@@ -19,6 +19,7 @@ Layout::
       meta_skill.md        the optimizer's notes (never shown to the target)
       evals/<split>-<hash>/rollouts.jsonl
       summary.json
+      tracking.json        the experiment trackers' run ids (what a resumed run continues)
 
 The file names inside a step or epoch folder are those of :class:`WorkDir`; nothing else
 names a file of a run. Every file except the logs is written to a temporary name and renamed
@@ -193,6 +194,10 @@ class RunDir:
         return self.root / "summary.json"
 
     @property
+    def tracking_path(self) -> Path:
+        return self.root / "tracking.json"
+
+    @property
     def best_skill_path(self) -> Path:
         return self.root / "best_skill.md"
 
@@ -329,6 +334,15 @@ class RunDir:
 
     def read_summary(self) -> dict[str, Any]:
         return json.loads(self.summary_path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+    def read_tracking(self) -> dict[str, Any]:
+        """What ``tracking.json`` holds per tracker (its run id, the steps it has): ``{}``
+        when there is none, or it is unreadable (the trackers then start new runs)."""
+        try:
+            data = json.loads(self.tracking_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def read_config(self) -> Any:
         """The resolved config the run directory holds (``None`` when it is unreadable)."""

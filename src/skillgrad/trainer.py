@@ -225,6 +225,7 @@ class Trainer:
             state.phase = "done"
             self._checkpoint()
             self.run.event("run_end", best_hash=state.best_hash)
+            self._notify("on_train_end", summary)
 
     def step(self) -> StepRecord:
         """One optimisation step: rollout and reflect (once per accumulated batch), aggregate,
