@@ -420,6 +420,14 @@ def test_no_purchase_scores_zero_and_says_why(small: WebShopEnvironment) -> None
                              "searched; never opened an item; 3 of 3 actions were invalid (e.g. "
                              "'(no action)')")
     assert result.messages[-1].text().startswith("Invalid action: no action found")
+    # A button of the page alone in brackets is told how to press it; one not on the page is
+    # just not an action.
+    bare = idle.rollout(_task(small, "B00SHAMP01-0"), "", ScriptedModel(
+        ["search[shampoo]", "[Back to Search]", "[Buy Now]"]))
+    assert bare.messages[5].text() == ("Invalid action: [Back to Search] alone is not an "
+                                       "action; to press that button, reply click[Back to "
+                                       "Search].")
+    assert bare.messages[-1].text().startswith("Invalid action: no action found")
     browsed = idle.rollout(_task(small, "B00SHAMP01-0"), "", ScriptedModel(
         ["search[shampoo]", "click[B00SHAMP02]", "click[Back to Search]"]))
     assert "searched 1 times (first: 'shampoo'); opened 1 items" in browsed.reason

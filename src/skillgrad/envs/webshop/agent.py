@@ -95,6 +95,18 @@ def protocol(settings: Settings) -> str:
     return "\n".join(lines)
 
 
+def no_action(reply: str, shop: Shop) -> str:
+    """What to tell an agent whose text reply holds no action. A reply that is only a button
+    of the page in brackets ("[Next >]", a slip small models make again and again when told
+    just that no action was found) is told how to press it."""
+    bare = reply.strip().strip("`").strip()
+    button = bare[1:-1].strip() if bare.startswith("[") and bare.endswith("]") else ""
+    if button and button in shop.buttons():
+        return (f"Invalid action: [{button}] alone is not an action; to press that button, "
+                f"reply click[{button}].")
+    return _NO_ACTION
+
+
 def parse_reply(reply: str) -> str:
     """The action in a text reply (``name[argument]``), or "" when there is none."""
     for raw in reply.splitlines():
@@ -160,7 +172,7 @@ def _take_turn(shop: Shop, completion: Completion,
         action, problem = native_action(calls[0])
     else:
         action = parse_reply(completion.text)
-        problem = "" if action else _NO_ACTION
+        problem = "" if action else no_action(completion.text, shop)
     thought = action.lower().startswith("think[")
     if thought:
         outcome = Outcome("OK.", True)
