@@ -68,15 +68,21 @@ def located_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return records
 
 
-def _read_text(path: Path) -> str:
+def read_data_bytes(path: Path, expected: str) -> bytes:
+    """The bytes of a data file; a missing, unreadable or folder path is one DataError naming
+    it and what was ``expected`` there (e.g. "a JSON file")."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a .json or .jsonl file") from None
+        raise DataError(f"{path}: is a directory, expected {expected}") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def _read_text(path: Path) -> str:
+    raw = read_data_bytes(path, "a .json or .jsonl file")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -38,6 +38,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from skillgrad.envs.data import read_data_bytes
 from skillgrad.errors import DataError
 
 PRICE_STEPS: tuple[float, ...] = tuple(10.0 * i for i in range(1, 100))
@@ -139,14 +140,7 @@ class Catalogue:
 
 def read_json(path: Path) -> Any:
     """A JSON (or gzip-compressed JSON) file; every problem is one DataError naming it."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a JSON file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    raw = read_data_bytes(path, "a JSON file")
     if path.suffix.lower() == ".gz":
         try:
             raw = gzip.decompress(raw)
