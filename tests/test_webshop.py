@@ -420,13 +420,15 @@ def test_no_purchase_scores_zero_and_says_why(small: WebShopEnvironment) -> None
                              "searched; never opened an item; 3 of 3 actions were invalid (e.g. "
                              "'(no action)')")
     assert result.messages[-1].text().startswith("Invalid action: no action found")
-    # A button of the page alone in brackets is told how to press it; one not on the page is
-    # just not an action.
-    bare = idle.rollout(_task(small, "B00SHAMP01-0"), "", ScriptedModel(
-        ["search[shampoo]", "[Back to Search]", "[Buy Now]"]))
-    assert bare.messages[5].text() == ("Invalid action: [Back to Search] alone is not an "
+    # The text of a button of the page alone, bare or in brackets, is told how to press it;
+    # one not on the page is just not an action.
+    bare = _with(small, max_turns=4).rollout(_task(small, "B00SHAMP01-0"), "", ScriptedModel(
+        ["search[shampoo]", "[Back to Search]", "b00shamp02", "[Buy Now]"]))
+    assert bare.messages[5].text() == ("Invalid action: Back to Search alone is not an "
                                        "action; to press that button, reply click[Back to "
                                        "Search].")
+    assert bare.messages[7].text() == ("Invalid action: B00SHAMP02 alone is not an action; "
+                                       "to press that button, reply click[B00SHAMP02].")
     assert bare.messages[-1].text().startswith("Invalid action: no action found")
     browsed = idle.rollout(_task(small, "B00SHAMP01-0"), "", ScriptedModel(
         ["search[shampoo]", "click[B00SHAMP02]", "click[Back to Search]"]))

@@ -96,13 +96,15 @@ def protocol(settings: Settings) -> str:
 
 
 def no_action(reply: str, shop: Shop) -> str:
-    """What to tell an agent whose text reply holds no action. A reply that is only a button
-    of the page in brackets ("[Next >]", a slip small models make again and again when told
-    just that no action was found) is told how to press it."""
+    """What to tell an agent whose text reply holds no action. A reply that is only the text of
+    a button of the page, bare or in brackets ("Next >", "[Buy Now]": a slip small models make
+    again and again when told just that no action was found), is told how to press it."""
     bare = reply.strip().strip("`").strip()
-    button = bare[1:-1].strip() if bare.startswith("[") and bare.endswith("]") else ""
-    if button and button in shop.buttons():
-        return (f"Invalid action: [{button}] alone is not an action; to press that button, "
+    if bare.startswith("[") and bare.endswith("]"):
+        bare = bare[1:-1].strip()
+    button = next((b for b in shop.buttons() if b.lower() == bare.lower()), None) if bare else None
+    if button is not None:
+        return (f"Invalid action: {button} alone is not an action; to press that button, "
                 f"reply click[{button}].")
     return _NO_ACTION
 
