@@ -26,6 +26,8 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = cli("train", "quickstart/scripted.yaml", "--out", "run", cwd=folder)
     assert proc.returncode == 0, proc.stderr
     assert "test (hard/soft)" in proc.stdout
+    next_line = proc.stdout.strip().splitlines()[-1]
+    assert next_line.startswith("next: skillgrad show run") and "skillgrad dashboard run" in next_line
     return folder
 
 

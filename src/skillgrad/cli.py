@@ -171,7 +171,8 @@ def train(
         summary = trainer.fit()
     _print_summary(summary, run_dir)
     out_console.print(f"next: skillgrad show {run_dir} · skillgrad diff {run_dir} · "
-                      f"skillgrad export {run_dir} --format skill-folder", markup=False)
+                      f"skillgrad export {run_dir} --format skill-folder · "
+                      f"skillgrad dashboard {run_dir}", markup=False)
 
 
 def _load(config: Path, set_: list[str] | None) -> ResolvedConfig:
