@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from skillgrad.dashboard.discover import RunRef
 from skillgrad.rundir import RunDir
-from skillgrad.runview import Versions, load_state, load_versions
+from skillgrad.runview import Versions, load_state
 
 CONTEXT = 3  # unchanged lines shown around a change
 
@@ -77,8 +77,10 @@ def skill_page(ref: RunRef, name: str) -> SkillPage:
 
 
 def diff_page(ref: RunRef, a: str, b: str) -> DiffPage:
-    versions = run_versions(ref)
-    (label_a, text_a), (label_b, text_b) = load_versions(ref.path, a, b)
+    versions = run_versions(ref)  # one read of the checkpoint names both versions
+    (label_a, digest_a), (label_b, digest_b) = versions.resolve(a), versions.resolve(b)
+    run = RunDir(ref.path)
+    text_a, text_b = run.load_skill(digest_a), run.load_skill(digest_b)
     return DiffPage(ref, a, b, label_a, label_b, tuple(diff_rows(text_a, text_b)),
                     tuple(version_names(versions)))
 
