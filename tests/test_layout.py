@@ -19,6 +19,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "skill": (*LOOP, "stages", "config", "envs", "models", "records", "rundir"),
     "prompts": (*LOOP, "stages", "config", "envs", "models", "records", "rundir"),
     "parallel": (*LOOP, "stages", "config", "envs", "models", "records", "rundir"),
+    # Where rollouts run: it moves environments and model calls, and knows no config or stage.
+    "execution": (*LOOP, "stages", "config", "registry", "rundir"),
     "errors": (*LOOP, "stages", "config", "envs", "models", "records", "rundir"),
     "config": ("trainer", "build", "evaluate", "cli", "settings", "state", "summary", "stages"),
     "registry": (*LOOP, "stages", "config"),

@@ -203,7 +203,39 @@ class ModelSection(Section):
 
 
 class ExecutionSection(Section):
-    rollout_workers: int = Field(1, ge=1)
+    """Where and how many rollouts run at once. Resume-safe: a run may continue under another
+    backend, and its results do not change (model calls always go through this process)."""
+
+    rollout_workers: int = Field(1, ge=1, description="rollouts in flight at once")
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local: threads of this process; ray: Ray actors (the ray extra)")
+    ray_address: str | None = Field(
+        None, description="the cluster to join (auto, ray://host:10001, host:6379); default: a "
+        "local cluster started for the run")
+    ray_workers: int | None = Field(
+        None, ge=1, description="Ray actors, each holding the environment; default: "
+        "rollout_workers")
+    ray_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each actor reserves")
+    ray_start_timeout: float = Field(120.0, gt=0, description="seconds for the actors to start")
+    ray_runtime_env: dict[str, Any] = Field(
+        default_factory=dict, description="Ray's runtime_env for the job (pip, working_dir, "
+        "py_modules, ...; not env_vars)")
+
+    @field_validator("ray_address")
+    @classmethod
+    def _no_credentials(cls, value: str | None) -> str | None:
+        if value is not None and url_secrets(value):
+            raise ValueError("holds a credential (a user:password@ or a token in the query); "
+                             "give it to Ray through its own environment variables instead")
+        return value
+
+    @field_validator("ray_runtime_env")
+    @classmethod
+    def _no_env_vars(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "env_vars" in value:
+            raise ValueError("env_vars is not allowed here (the run's config is written to its "
+                             "run directory); set the variables on the cluster's nodes")
+        return value
 
 
 class EnvSection(EnvCommon):

@@ -36,6 +36,12 @@ class RunStopped(SkillgradError):
     """
 
 
+class ExecutionError(SkillgradError):
+    """Rollouts could not run where the config sends them (a Ray cluster that cannot be reached,
+    a worker that died): an infrastructure failure, never a score. The checkpoint stays valid,
+    so the run can be resumed."""
+
+
 class ModelError(SkillgradError):
     """A model call failed for a reason that is not the model's answer."""
 

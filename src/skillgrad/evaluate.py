@@ -11,9 +11,10 @@ from skillgrad import __version__
 from skillgrad.build import build_client, build_environment
 from skillgrad.config import ResolvedConfig
 from skillgrad.errors import DataError, RunDirError
+from skillgrad.execution import rollout_environment
 from skillgrad.models.client import CallJournal
 from skillgrad.rundir import WorkDir
-from skillgrad.settings import split_cap
+from skillgrad.settings import execution_settings, split_cap
 from skillgrad.skill import skill_hash
 from skillgrad.stages.rollout import rollout, score
 from skillgrad.summary import model_usage
@@ -48,8 +49,10 @@ def evaluate_skill(
     folder = WorkDir(out)
     journal = CallJournal(folder.calls_path)
     started = time.monotonic()
-    results = rollout(env, tasks, skill, client.for_stage(f"eval_{split}", journal),
-                      workers=resolved.config.execution.rollout_workers, on_result=on_result)
+    with rollout_environment(env, execution_settings(resolved.config)) as where:
+        results = rollout(where, tasks, skill, client.for_stage(f"eval_{split}", journal),
+                          workers=resolved.config.execution.rollout_workers,
+                          on_result=on_result)
     result = score(results, split, skill_hash(skill))
     folder.rollouts(results)
     summary = {

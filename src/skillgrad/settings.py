@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillgrad.config import SkillgradConfig
+from skillgrad.execution import ExecutionSettings
 from skillgrad.records import RejectedStep, StepRecord
 from skillgrad.stages.aggregate import MergeSettings
 from skillgrad.stages.candidate import CandidateSettings, size_note
@@ -34,6 +35,14 @@ class OptimizerContext:
 def sampling(cfg: SkillgradConfig) -> dict[str, Any]:
     """The completion limit and temperature of optimizer calls."""
     return {"max_tokens": cfg.optimizer.max_tokens, "temperature": cfg.optimizer.temperature}
+
+
+def execution_settings(cfg: SkillgradConfig) -> ExecutionSettings:
+    e = cfg.execution
+    return ExecutionSettings(
+        backend=e.backend, workers=e.ray_workers or e.rollout_workers, ray_address=e.ray_address,
+        ray_cpus_per_worker=e.ray_cpus_per_worker, ray_start_timeout=e.ray_start_timeout,
+        ray_runtime_env=dict(e.ray_runtime_env))
 
 
 def split_cap(cfg: SkillgradConfig, split: str) -> int | None:

@@ -25,6 +25,7 @@ from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import Environment
 from skillgrad.errors import DataError, RunStopped
+from skillgrad.execution import rollout_environment
 from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
 from skillgrad.records import (
     EpochUpdate,
@@ -113,6 +114,7 @@ class Trainer:
         self.allow_config_change = allow_config_change
         self.gate_rule: GateRule = settings.gate_rule(self.cfg)
         self._journal: CallJournal | None = None  # the open scope's call journal
+        self._placement: dict[str, Any] | None = None  # where rollouts run, when not here
         self.train_tasks = self._split("train")
         self._train_by_id = {t.id: t for t in self.train_tasks}
         self.val_tasks = self._split("val")
@@ -197,13 +199,31 @@ class Trainer:
     def _locked(self) -> Iterator[None]:
         """Hold the run directory's lock (a second process training into it is refused)."""
         try:
-            with self.run.lock():
+            with self.run.lock(), self._executing():
                 yield
         except RunStopped as exc:
             # The checkpoint of the last finished step and this step's call journal are on
             # disk: running again resumes here.
             self.run.event("stopped", reason=str(exc))
             raise
+
+    @contextmanager
+    def _executing(self) -> Iterator[None]:
+        """Rollouts run where ``execution:`` says while the lock is held: with the Ray
+        backend ``self.env`` is, meanwhile, the view of it whose rollouts Ray workers do."""
+        local = self.env
+        with rollout_environment(local, settings.execution_settings(self.cfg)) as env:
+            self._placement = getattr(env, "placement", None) if env is not local else None
+            self.env = env
+            try:
+                yield
+            finally:
+                self.env = local
+
+    def _placed(self) -> None:
+        """Say in the run's events where its rollouts run, when not in this process."""
+        if self._placement:
+            self.run.event("execution", **self._placement)
 
     def _fit(self) -> None:
         state = self._start_or_resume()
@@ -532,6 +552,7 @@ class Trainer:
             self._load_meter(state.meter)
             self.state = state
             self.run.event("resume", epoch=state.epoch, step=state.step, phase=state.phase)
+            self._placed()
             self._notify("on_resume", state)
             return state
         skill = self.env.initial_skill()
@@ -553,6 +574,7 @@ class Trainer:
             best_hash=digest, epoch_start={"1": digest}, rejected=list(self.prior_rejected),
         )
         self.run.event("run_start", version=__version__, steps=self.state.total_steps)
+        self._placed()
         self._open_scope(self.run.scope_dir("init"))
         self.evaluate(skill, "val", self.val_tasks)
         self.run.write_text(self.run.best_skill_path, skill)
