@@ -66,6 +66,7 @@ from skillgrad.skill import skill_hash
 from skillgrad.stages.hygiene import Evidence, find_quote
 from skillgrad.stages.render import clip_middle
 from skillgrad.stages.rollout import rollout, score
+from skillgrad.state import keys_added_since
 from skillgrad.trainer import Trainer
 
 METHODS = ("none", "initial", "oneshot", "skillgrad", "gepa")
@@ -654,6 +655,16 @@ def _gepa_available() -> bool:
     return True
 
 
+def _predates(out: Path, resolved: ResolvedConfig, previous: dict[str, Any]) -> bool:
+    """Whether the comparison in ``out`` is of this config as an older skillgrad wrote it: it
+    lacks only keys this config leaves at their defaults (read from a training run of it)."""
+    runs = sorted((out / "skillgrad").glob("seed*/config.yaml"))
+    if not runs:
+        return False
+    added = keys_added_since(RunDir(runs[0].parent), resolved)
+    return bool(added) and previous.get("fingerprint") == resolved.fingerprint(without=added)
+
+
 def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
             methods: Sequence[str] = METHODS, out: Path = Path("runs/compare"),
             budget: int | None = None, rescore_baselines: bool = False,
@@ -668,9 +679,11 @@ def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
     fingerprint = h.base.fingerprint()
     if marker.exists():
         previous = json.loads(marker.read_text(encoding="utf-8"))
-        if previous.get("fingerprint") != fingerprint:
+        if previous.get("fingerprint") != fingerprint and not _predates(out, h.base,
+                                                                         previous):
             raise SystemExit(f"{out} holds a comparison of another config "
                              f"({previous.get('config')}): use another --out")
+        write_json(marker, {**previous, "fingerprint": fingerprint})
     else:
         write_json(marker, {"fingerprint": fingerprint, "config": str(config),
                             "overrides": list(overrides)})

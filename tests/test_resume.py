@@ -270,3 +270,42 @@ def test_full_state_killed_anywhere_resumes_exactly(reference_full, tmp_path: Pa
     assert run_full(folder, out, second) is not None
     assert comparable_full(out) == expected
     assert first.completed + second.completed == total_calls
+
+
+def _as_if_older(out: Path, cfg: Path, key: str) -> None:
+    """Make ``out`` look like a run directory written before ``key`` existed: its recorded
+    config lacks the key and its fingerprints were computed without it."""
+    record = yaml.safe_load((out / "config.yaml").read_text())
+    section, name = key.split(".")
+    del record[section][name]
+    (out / "config.yaml").write_text(yaml.safe_dump(record))
+    old = load_config(cfg).fingerprint(without=[key])
+    for name_ in ("checkpoint.json", "run.json"):
+        data = json.loads((out / name_).read_text())
+        data["fingerprint"] = old
+        (out / name_).write_text(json.dumps(data))
+
+
+def test_a_run_that_predates_a_key_at_its_default_resumes(reference, tmp_path: Path) -> None:
+    cfg, expected, _ = reference
+    out = tmp_path / "run"
+    assert run(cfg, out, Counter(kill_at=20)) is None
+    _as_if_older(out, cfg, "gradient.line_ablations")
+    assert run(cfg, out, Counter()) is not None
+    assert comparable(out) == expected
+    added = [e for e in read_jsonl(out / "events.jsonl") if e["event"] == "config_keys_added"]
+    assert added and added[0]["keys"] == ["gradient.line_ablations"]
+    assert "line_ablations" in (out / "config.yaml").read_text()  # the record is brought up
+
+
+def test_a_run_that_predates_a_key_set_away_from_its_default_is_refused(reference,
+                                                                         tmp_path: Path) -> None:
+    cfg, _, _ = reference
+    out = tmp_path / "run"
+    assert run(cfg, out, Counter(kill_at=20)) is None
+    _as_if_older(out, cfg, "gradient.line_ablations")
+    with pytest.raises(RunDirError, match=r"gradient.line_ablations is new \(now 2"):
+        build_trainer(load_config(cfg, ["gradient.line_ablations=2"]), out).fit()
+    # nor is another change hidden behind a key that is new
+    with pytest.raises(RunDirError, match="optimizer.learning_rate: 1 -> 3"):
+        build_trainer(load_config(cfg, ["optimizer.learning_rate=3"]), out).fit()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -311,7 +312,7 @@ class SkillgradConfig(Section):
 RESUME_SAFE = tuple(
     f"model.{role}.{key}" for role in ("target", "optimizer")
     for key in ("concurrency", "max_retries", "retry_base_delay", "budget.", "prices.", "cache",
-                "cache_dir", "timeout", "context_tokens")
+                "cache_dir", "timeout", "context_tokens", "prefix_slots")
 ) + ("execution.", "optimizer.max_unusable_steps", "tracking.")
 
 
@@ -359,13 +360,14 @@ class ResolvedConfig:
         as written to the run directory."""
         return redact(self.resolved())
 
-    def fingerprint(self) -> str:
-        """A hash of every key that changes what a run computes.
+    def fingerprint(self, without: Collection[str] = ()) -> str:
+        """A hash of every key that changes what a run computes (less the dotted keys
+        ``without``: the fingerprint a run that predates them had).
 
         It hashes the values themselves, not their redacted copies: a header or a body field
         that is masked on disk may still change the replies, so changing it still counts."""
         flat = {k: v for k, v in _flatten(self.resolved()).items()
-                if not k.startswith(RESUME_SAFE)}
+                if not k.startswith(RESUME_SAFE) and k not in without}
         text = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
+from skillgrad.dotted import flatten
 from skillgrad.errors import RunDirError
 from skillgrad.records import EpochUpdate, EvalScore, RejectedStep, StepRecord, Task
 from skillgrad.rundir import SCHEMA_VERSION, RunDir
@@ -141,6 +142,13 @@ def check_fingerprint(run: RunDir, resolved: ResolvedConfig, previous: str | Non
     current = resolved.fingerprint()
     if previous == current:
         return
+    added = keys_added_since(run, resolved)
+    if added and previous == resolved.fingerprint(without=added):
+        # The run predates these keys and each is at its default, which keeps what the run
+        # computed before they existed: the same config, written down by a newer skillgrad.
+        run.event("config_keys_added", keys=added)
+        run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+        return
     if not allow_change:
         raise RunDirError(
             f"{run.root}: this run directory was made with a different config"
@@ -149,6 +157,21 @@ def check_fingerprint(run: RunDir, resolved: ResolvedConfig, previous: str | Non
         )
     run.event("config_changed", previous=previous, current=current)
     run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+
+
+def keys_added_since(run: RunDir, resolved: ResolvedConfig) -> list[str]:
+    """The keys the run directory's recorded config lacks that this config leaves at their
+    defaults (none when the record is unreadable)."""
+    previous = run.read_config()
+    if not isinstance(previous, dict):
+        return []
+    old = flatten(previous)
+
+    def set_by_user(key: str) -> bool:  # the key itself, or a mapping above it
+        parts = key.split(".")
+        return any(".".join(parts[:n]) in resolved.origins for n in range(1, len(parts) + 1))
+
+    return sorted(k for k in flatten(resolved.resolved()) if k not in old and not set_by_user(k))
 
 
 def _config_changes(run: RunDir, resolved: ResolvedConfig, shown: int = 3) -> str:
