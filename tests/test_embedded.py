@@ -11,13 +11,16 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from skillgrad.errors import DataError
 from skillgrad.models import weights
+from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.models.weights import WeightSpec
 
 # ----------------------------------------------------------------------------- installation
@@ -139,6 +142,50 @@ def test_embedded_config_errors_are_one_line(tmp_path: Path, monkeypatch: pytest
         pytest.skip("llama-cpp-python is not installed")
     with pytest.raises(DataError, match="skillgrad model install"):
         EmbeddedBackend.create(EmbeddedOptions(), tmp_path)
+
+
+def test_each_skill_version_keeps_its_own_context(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompts of one system message go to the context that served it last, so the current
+    skill and a candidate evaluated in turn each keep their cached prefix; a third version
+    takes the context used least recently; ``prefix_slots: 1`` keeps one context."""
+    import types
+
+    from skillgrad.models.embedded import EmbeddedModel, EmbeddedOptions
+
+    made: list[object] = []
+    served: list[tuple[int, str]] = []
+
+    class FakeLlama:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append(self)
+
+        def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+            served.append((made.index(self), kwargs["messages"][0]["content"]))
+            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    weights_file = tmp_path / "m.gguf"
+    weights_file.write_bytes(b"gguf")
+
+    def ask(model: EmbeddedModel, skill: str) -> None:
+        model.complete(ChatRequest(messages=(Message(role="system", content=skill),
+                                             Message(role="user", content="q"))))
+
+    model = EmbeddedModel(weights_file, EmbeddedOptions(model_path=weights_file))
+    for skill in ("current", "current", "candidate", "candidate", "current", "candidate",
+                  "third", "candidate"):
+        ask(model, skill)
+    assert served == [(0, "current"), (0, "current"), (1, "candidate"), (1, "candidate"),
+                      (0, "current"), (1, "candidate"), (0, "third"), (1, "candidate")]
+    assert model.contexts == 2
+
+    made.clear()
+    served.clear()
+    one = EmbeddedModel(weights_file, EmbeddedOptions(model_path=weights_file, prefix_slots=1))
+    for skill in ("current", "candidate", "current"):
+        ask(one, skill)
+    assert {i for i, _ in served} == {0} and one.contexts == 1
 
 
 # ----------------------------------------------------------------------------- the real model

@@ -7,7 +7,10 @@ configured. Two properties shape how it is used:
   llama.cpp keeps the KV cache of the previous prompt and only evaluates the part of a new
   prompt after the longest common prefix. The skill is the system message, so the tasks of one
   skill version, run back to back, pay for the skill once. Each role gets its own model
-  instance so that the optimizer's calls do not evict the target's cached skill.
+  instance so that the optimizer's calls do not evict the target's cached skill, and each
+  instance keeps ``prefix_slots`` contexts over one memory-mapped copy of the weights, one per
+  system message served last: the current skill and a candidate evaluated in turn (rollouts,
+  screening, the gate) each keep their prefix.
 * Structured output is enforced by a grammar compiled from the request's JSON schema, so the
   optimizer's replies parse even from a small model.
 
@@ -51,6 +54,10 @@ class EmbeddedOptions(BaseModel):
     n_ctx: int = Field(8192, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="default: all cores")
     n_batch: int = Field(512, ge=8)
+    prefix_slots: int = Field(
+        2, ge=1, le=8, description="contexts kept over the one copy of the weights, each "
+        "caching the prompt of one system message (skill): skill versions evaluated in turn "
+        "(the current one and a candidate) each pay their prefix once")
     seed: int = 0
     temperature: float | None = Field(None, ge=0.0, description="replaces the request's value")
     max_tokens: int | None = Field(None, ge=1, description="replaces the request's value")
@@ -85,11 +92,37 @@ class EmbeddedModel:
                          f"{options.temperature}|{options.max_tokens}")
         self.endpoint = f"embedded:{path}"
         self.context_tokens = options.n_ctx
-        threads = options.n_threads or os.cpu_count() or 1
-        self._lock = threading.Lock()
-        self._llama = Llama(model_path=str(path), n_ctx=options.n_ctx, n_threads=threads,
-                            n_threads_batch=threads, n_batch=options.n_batch, seed=options.seed,
-                            verbose=False)
+        self._llama_class = Llama
+        self._slots: list[_Slot] = []
+        self._route = threading.Lock()
+        self._tick = 0
+        self._last: _Slot = self._slot(None)  # the first context is made at once
+
+    def _new_context(self) -> Any:
+        o = self.options
+        threads = o.n_threads or os.cpu_count() or 1
+        # The weights are memory-mapped: a second context over the same file shares them and
+        # costs only its own KV cache.
+        return self._llama_class(model_path=str(self.path), n_ctx=o.n_ctx, n_threads=threads,
+                                 n_threads_batch=threads, n_batch=o.n_batch, seed=o.seed,
+                                 verbose=False)
+
+    def _slot(self, key: str | None) -> _Slot:
+        """The context for a prompt whose system message is ``key``: the one that served that
+        system message last, else one that served none yet, else a new one (up to
+        ``prefix_slots``), else the one used least recently."""
+        with self._route:
+            self._tick += 1
+            slot = next((s for s in self._slots if key is not None and s.key == key), None)
+            if slot is None:  # a context that holds no system message yet
+                slot = next((s for s in self._slots if s.key is None), None)
+            if slot is None and len(self._slots) < self.options.prefix_slots:
+                slot = _Slot(self._new_context())
+                self._slots.append(slot)
+            if slot is None:
+                slot = min(self._slots, key=lambda s: s.used)
+            slot.key, slot.used = key, self._tick
+            return slot
 
     def complete(self, request: ChatRequest) -> Completion:
         parts = non_text_parts(request)
@@ -113,9 +146,11 @@ class EmbeddedModel:
             kwargs["stop"] = list(request.stop)
         if request.json_schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
-        with self._lock:
+        slot = self._slot(request.messages[0].text() if request.messages else None)
+        with slot.lock:
+            self._last = slot
             try:
-                out: Any = self._llama.create_chat_completion(**kwargs)
+                out: Any = slot.llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt does not fit the context window
                 too_long = _TOO_LONG.search(str(exc))
                 if too_long:
@@ -133,20 +168,42 @@ class EmbeddedModel:
         )
 
     def reset(self) -> None:
-        """Forget the cached prompt: the next call evaluates its whole prompt (benchmarks)."""
-        with self._lock:
-            self._llama.reset()
+        """Forget every cached prompt: the next calls evaluate their whole prompt (benchmarks)."""
+        for slot in list(self._slots):
+            with slot.lock:
+                slot.llama.reset()
+                slot.key = None
 
-    def cached_tokens(self) -> list[int]:
-        """The tokens whose KV state is cached (the last prompt and its answer)."""
-        with self._lock:
-            return [int(t) for t in self._llama._input_ids]
+    def cached_tokens(self, key: str | None = None) -> list[int]:
+        """The tokens whose KV state is cached in the context that served the last call (the
+        last prompt and its answer), or in the one that holds the system message ``key``."""
+        slot = next((s for s in self._slots if s.key == key), None) if key else self._last
+        if slot is None:
+            return []
+        with slot.lock:
+            return [int(t) for t in slot.llama._input_ids]
+
+    @property
+    def contexts(self) -> int:
+        """How many contexts (prefix slots) are made so far."""
+        return len(self._slots)
 
     def count_tokens(self, text: str) -> int:
         """``text``'s length in this model's tokens (the client's check of a prompt near the
         window); waits for a call in progress, since llama.cpp objects are not thread-safe."""
-        with self._lock:
-            return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        slot = self._slots[0]
+        with slot.lock:
+            return len(slot.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+class _Slot:
+    """One llama.cpp context and the system message whose prompt it caches."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.lock = threading.Lock()
+        self.key: str | None = None
+        self.used = 0
 
 
 def _message(m: Message) -> dict[str, Any]:
