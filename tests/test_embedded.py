@@ -172,7 +172,7 @@ def test_each_skill_version_keeps_its_own_context(tmp_path: Path,
         model.complete(ChatRequest(messages=(Message(role="system", content=skill),
                                              Message(role="user", content="q"))))
 
-    model = EmbeddedModel(weights_file, EmbeddedOptions(model_path=weights_file))
+    model = EmbeddedModel(weights_file, EmbeddedOptions(model_path=weights_file, prefix_slots=2))
     for skill in ("current", "current", "candidate", "candidate", "current", "candidate",
                   "third", "candidate"):
         ask(model, skill)
@@ -186,6 +186,17 @@ def test_each_skill_version_keeps_its_own_context(tmp_path: Path,
     for skill in ("current", "candidate", "current"):
         ask(one, skill)
     assert {i for i, _ in served} == {0} and one.contexts == 1
+
+
+def test_prefix_slots_default_by_role(tmp_path: Path) -> None:
+    from conftest import toy_config
+
+    from skillgrad.config import load_config
+
+    resolved = load_config(toy_config(tmp_path), ["model.target={backend: embedded}",
+                                                  "model.optimizer={backend: embedded}"])
+    assert resolved.role_options["target"].prefix_slots == 2  # type: ignore[attr-defined]
+    assert resolved.role_options["optimizer"].prefix_slots == 1  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- the real model

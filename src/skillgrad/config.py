@@ -440,10 +440,10 @@ def validate(
         classes[role] = registry.backend_class(spec.backend, key=key,
                                                origin=_origin(origins, key))
         extra = dict(spec.model_extra or {})
-        roles[role] = _validate_section(
+        roles[role] = _role_defaults(role, _validate_section(
             classes[role].Options, extra, f"model.{role}", origins,
             also=tuple(RoleSection.model_fields),
-        )
+        ))
     _check_target_vision(cfg, env_cls, classes["target"])
     _check_target_tools(cfg, env_options, classes["target"])
     if getattr(env_options, "mode", None) == "agent" and not getattr(
@@ -453,6 +453,18 @@ def validate(
                           "programs; use backend: command (e.g. argv: [claude, -p])")
     return ResolvedConfig(cfg, env_options, roles, base_dir, source, raw, env_cls, classes,
                           origins=lines, notes=tuple(moved.notes), skillopt=moved.skillopt)
+
+
+# A local model's contexts kept per role, each caching one system message's prompt: the target
+# sees the current skill and a candidate in turn; the optimizer's prompts share little.
+PREFIX_SLOTS = {"target": 2, "optimizer": 1}
+
+
+def _role_defaults(role: str, options: BaseModel) -> BaseModel:
+    """``options`` with the defaults that depend on the role filled in."""
+    if "prefix_slots" in type(options).model_fields and getattr(options, "prefix_slots", 0) is None:
+        return options.model_copy(update={"prefix_slots": PREFIX_SLOTS[role]})
+    return options
 
 
 def _env_keys(name: str) -> dict[str, Any] | None:

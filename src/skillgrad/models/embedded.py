@@ -8,9 +8,10 @@ configured. Two properties shape how it is used:
   prompt after the longest common prefix. The skill is the system message, so the tasks of one
   skill version, run back to back, pay for the skill once. Each role gets its own model
   instance so that the optimizer's calls do not evict the target's cached skill, and each
-  instance keeps ``prefix_slots`` contexts over one memory-mapped copy of the weights, one per
-  system message served last: the current skill and a candidate evaluated in turn (rollouts,
-  screening, the gate) each keep their prefix.
+  instance keeps ``prefix_slots`` contexts, one per system message served last: the current
+  skill and a candidate evaluated in turn (rollouts, screening, the gate) each keep their
+  prefix. The weights file is memory-mapped, so its pages are shared; each context adds its
+  own KV cache and buffers.
 * Structured output is enforced by a grammar compiled from the request's JSON schema, so the
   optimizer's replies parse even from a small model.
 
@@ -54,10 +55,11 @@ class EmbeddedOptions(BaseModel):
     n_ctx: int = Field(8192, ge=256, description="context window in tokens")
     n_threads: int | None = Field(None, ge=1, description="default: all cores")
     n_batch: int = Field(512, ge=8)
-    prefix_slots: int = Field(
-        2, ge=1, le=8, description="contexts kept over the one copy of the weights, each "
-        "caching the prompt of one system message (skill): skill versions evaluated in turn "
-        "(the current one and a candidate) each pay their prefix once")
+    prefix_slots: int | None = Field(
+        None, ge=1, le=8, description="contexts kept, each caching the prompt of one system "
+        "message (skill), so that skill versions evaluated in turn (the current one and a "
+        "candidate) each pay their prefix once; each costs its own KV cache and buffers (about "
+        "0.9 GB at n_ctx 8192). Default: 2 for the target, 1 for the optimizer")
     seed: int = 0
     temperature: float | None = Field(None, ge=0.0, description="replaces the request's value")
     max_tokens: int | None = Field(None, ge=1, description="replaces the request's value")
@@ -101,8 +103,8 @@ class EmbeddedModel:
     def _new_context(self) -> Any:
         o = self.options
         threads = o.n_threads or os.cpu_count() or 1
-        # The weights are memory-mapped: a second context over the same file shares them and
-        # costs only its own KV cache.
+        # The weights file is memory-mapped (its pages are shared); a context adds its own KV
+        # cache and compute buffers.
         return self._llama_class(model_path=str(self.path), n_ctx=o.n_ctx, n_threads=threads,
                                  n_threads_batch=threads, n_batch=o.n_batch, seed=o.seed,
                                  verbose=False)
@@ -116,7 +118,7 @@ class EmbeddedModel:
             slot = next((s for s in self._slots if key is not None and s.key == key), None)
             if slot is None:  # a context that holds no system message yet
                 slot = next((s for s in self._slots if s.key is None), None)
-            if slot is None and len(self._slots) < self.options.prefix_slots:
+            if slot is None and len(self._slots) < (self.options.prefix_slots or 1):
                 slot = _Slot(self._new_context())
                 self._slots.append(slot)
             if slot is None:
