@@ -57,6 +57,37 @@ def test_a_run_of_words_from_one_tasks_input_quotes_that_item() -> None:
     assert "training item 't1'" in quote.reason()
 
 
+def _replied(task_id: str, question: str, reply: str) -> RolloutResult:
+    return RolloutResult(task_id=task_id, answer=reply, hard=0.0, soft=0.0, reason="wrong",
+                         messages=(Message(role="system", content="skill"),
+                                   Message(role="user", content=question),
+                                   Message(role="assistant", content=reply)))
+
+
+def test_a_phrase_only_one_reply_holds_quotes_that_item() -> None:
+    """The agent's reply to one task names its specifics in words of its own; a rule that
+    carries them is refused, while the phrasing most replies share is not."""
+    results = [_replied("t1", "How much do 3 more plants cost?", "I will include the total cost of the "
+                        "additional plants. So my final answer for this task is: 42"),
+               _replied("t2", "How many left?", "Let me count. So my final answer for this "
+                        "task is: 7"),
+               _replied("t3", "How far is it?", "Distance first. My final answer for this task "
+                        "is: 9 km")]
+    evidence = Evidence.of(results)
+    quote = find_quote("Always include the total cost of the additional plants.", evidence)
+    assert quote is not None and quote.kind == "reply" and quote.task_id == "t1"
+    assert "the agent's reply to training item 't1'" in quote.reason()
+    assert find_quote("End with one line: my final answer for this task is: N.", evidence) is None
+    # a run of general words one reply happens to hold is a general rule
+    results.append(_replied("t4", "How old is the tree?", "I should check every number twice "
+                            "before I answer. So my final answer for this task is: 40"))
+    assert find_quote("You should check every number twice before you answer.",
+                      Evidence.of(results)) is None
+    # words the skill already holds are its own
+    assert find_quote("Always include the total cost of the additional plants.", evidence,
+                      skill="Include the total cost of the additional plants.") is None
+
+
 def test_a_gold_answer_is_an_instance_fact_however_it_is_written() -> None:
     ev = _evidence()
     quote = find_quote("When the question asks about cost, answer 26,100 crowns.", ev)

@@ -3,8 +3,9 @@ is refused before any rollout, so it never costs a gate evaluation and never bec
 
 A skill has to transfer to tasks it has not seen. Text proposed for it is refused when it
 
-* **quotes a training item**: a gold answer of a task the optimizer was shown, or a run of
-  words from one task's input (its question, its context, a tool's output);
+* **quotes a training item**: a gold answer of a task the optimizer was shown, a run of words
+  from one task's input (its question, its context, a tool's output), or a run of words only
+  the agent's reply to one task holds (a phrase it built from that item's specifics);
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
   (a shorter run when it holds a word only the scorer uses, such as "gold");
 * **copies the prompt's scaffolding**: a run of words most task inputs share (the template the
@@ -54,7 +55,7 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
-Kind = Literal["instance", "answer", "feedback", "scaffolding", "refused"]
+Kind = Literal["instance", "answer", "reply", "feedback", "scaffolding", "refused"]
 
 
 def words(text: str) -> list[str]:
@@ -88,6 +89,7 @@ class Quote:
         what = {
             "instance": f"quotes training item{where}",
             "answer": f"quotes the gold answer of training item{where}",
+            "reply": f"quotes the agent's reply to training item{where}",
             "feedback": "copies the scorer's feedback",
             "scaffolding": "copies the task prompt's scaffolding",
             "refused": "repeats text refused earlier",
@@ -97,12 +99,14 @@ class Quote:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the optimizer was shown: each task's input words, gold answers, failure reasons."""
+    """What the optimizer was shown: each task's input words, gold answers, the agent's reply
+    words, failure reasons."""
 
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     feedback: tuple[tuple[str, ...], ...] = ()
     refused: tuple[tuple[str, ...], ...] = ()
+    replies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -111,19 +115,23 @@ class Evidence:
         ``refused``: texts refused earlier that the optimizer is shown again)."""
         inputs: dict[str, tuple[str, ...]] = {}
         answers: dict[str, tuple[str, ...]] = {}
+        replies: dict[str, tuple[str, ...]] = {}
         feedback = []
         for r in results:
             shown = " \n ".join(m.text() for m in r.messages if m.role in ("user", "tool"))
             inputs[r.task_id] = tuple(words(shown))
+            replies[r.task_id] = tuple(words(" \n ".join(
+                m.text() for m in r.messages if m.role == "assistant")))
             if r.reason:
                 feedback.append(tuple(words(r.reason)))
             task = (tasks or {}).get(r.task_id)
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
-        return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused))
+        return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
+                   replies)
 
     def __bool__(self) -> bool:
-        return bool(self.inputs or self.answers or self.feedback or self.refused)
+        return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies)
 
 
 def _strings(reference: Any) -> list[str]:
@@ -148,7 +156,8 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence))
+            or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
+            or _refused_quote(mine, own, evidence))
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -196,6 +205,39 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     if n_tasks >= 2 and len(ids) >= SCAFFOLD_SHARE * n_tasks:
         return Quote("scaffolding", quoted)
     return Quote("instance", quoted, ids[0])
+
+
+def _reply_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """A run of words the agent wrote in its reply to one task (or a few: fewer than the
+    scaffolding share) that holds a word of that task's own input. What most replies share is
+    the agent's usual phrasing, and a run of only general words is a general rule."""
+    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
+    if not runs:
+        return None
+    holders: dict[tuple[str, ...], list[str]] = {}
+    for task_id, seq in evidence.replies.items():
+        for r in runs & _runs(seq, INSTANCE_RUN):
+            holders.setdefault(r, []).append(task_id)
+    n_tasks = len(evidence.replies)
+    shared: dict[str, int] = {}  # in how many task inputs each word is
+    for seq in evidence.inputs.values():
+        for w in set(seq):
+            shared[w] = shared.get(w, 0) + 1
+    common = {w for w, n in shared.items() if n >= 2 and n >= SCAFFOLD_SHARE * len(evidence.inputs)}
+
+    def of_item(run: tuple[str, ...], task_id: str) -> bool:
+        item = set(evidence.inputs.get(task_id, ())) - common - _STOP - set(own)
+        return any(w in item for w in run)
+
+    specific = {r for r, ids in holders.items()
+                if (n_tasks < 2 or len(ids) < SCAFFOLD_SHARE * n_tasks)
+                and any(of_item(r, i) for i in ids)}
+    if not specific:
+        return None
+    start = _in_order(mine, specific, INSTANCE_RUN)[0]
+    ids = holders[tuple(mine[start : start + INSTANCE_RUN])]
+    return Quote("reply", _longest(mine, start, INSTANCE_RUN, [evidence.replies[i] for i in ids]),
+                 ids[0])
 
 
 def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
