@@ -173,7 +173,7 @@ def test_calls_are_journaled_and_replayed(tmp_path: Path) -> None:
     assert len(second.journal) == 2
     assert second.call(request("b"), stage="s").text == "two"
     assert second.call(request("a"), stage="s").text == "one"
-    assert model.calls == []
+    assert not model.calls
     entry = second.meter.entry("target", "s")
     assert (entry.calls, entry.replayed) == (2, 2)
     assert entry.completion_tokens == first.meter.entry("target", "s").completion_tokens
@@ -239,7 +239,7 @@ def test_record_after_a_truncated_line_survives_the_next_resume(tmp_path: Path) 
     again.journal = CallJournal(path)
     assert again.call(request("a"), stage="s").text == "a1"
     assert again.call(request("b"), stage="s").text == "b2"
-    assert model.calls == []
+    assert not model.calls
     assert all(json.loads(line) for line in path.read_text().splitlines())
 
 

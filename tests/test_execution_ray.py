@@ -15,6 +15,7 @@ import ray
 import ray.cloudpickle
 import yaml
 from conftest import toy_config
+from pydantic import BaseModel, ConfigDict
 from test_resume import Counter, comparable, run
 
 from skillgrad.build import build_environment
@@ -32,7 +33,9 @@ RAY = ["execution.backend=ray", "execution.rollout_workers=2", "execution.ray_cp
 @pytest.fixture(scope="module")
 def cluster():  # type: ignore[no-untyped-def]
     """One local cluster for the module: the backend joins a Ray already initialised."""
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    # The workers import the toy's scripted models from this folder, as the driver does.
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test's environments
     yield
     ray.shutdown()
@@ -62,6 +65,55 @@ def test_ray_gives_the_same_run_as_local_threads(cluster, local_run, tmp_path: P
               if e["event"] == "execution"]
     assert placed and placed[0]["backend"] == "ray" and placed[0]["workers"] == 2
     assert os.getpid() not in placed[0]["pids"]  # the rollouts ran in the workers' processes
+
+
+class PidTargetOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PidTarget:
+    """A target backend that answers as the toy's scripted target does and names the process
+    it was made in (``Completion.model``), to show where the target ran."""
+
+    Options = PidTargetOptions
+
+    @classmethod
+    def create(cls, options: PidTargetOptions, base_dir: Path) -> PidTarget:
+        return cls()
+
+    def __init__(self) -> None:
+        self.made_in = os.getpid()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        import toy
+
+        return Completion(text=toy.target(request), model=f"pid{self.made_in}",
+                          usage=Usage(prompt_tokens=10, completion_tokens=3))
+
+
+def test_the_target_can_run_in_the_workers(cluster, tmp_path: Path) -> None:
+    """``ray_target: workers``: each worker makes the target model once and answers its own
+    episodes' calls; the client layer here still journals and counts every one, and the run
+    equals the same run with the target in this process."""
+    skills = {}
+    for where in ("driver", "workers"):
+        folder = tmp_path / where
+        folder.mkdir()
+        cfg = toy_config(folder, model={"target": {"backend": "test_execution_ray:PidTarget"}},
+                         train={"num_epochs": 1})
+        counter = Counter()
+        assert run(cfg, folder / "run", counter, [*RAY, f"execution.ray_target={where}"])
+        skills[where] = (comparable(folder / "run"), _skills(folder / "run"), counter.completed)
+        made = {e["completion"]["model"] for p in (folder / "run").rglob("calls.jsonl")
+                for e in read_jsonl(p) if e["role"] == "target"}
+        placed = [e for e in read_jsonl(folder / "run" / "events.jsonl")
+                  if e["event"] == "execution"][0]
+        if where == "driver":
+            assert made == {f"pid{os.getpid()}"}
+        else:
+            assert placed["target"] == "workers"
+            assert made and made <= {f"pid{pid}" for pid in placed["pids"]}
+    assert skills["driver"] == skills["workers"]
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.6])

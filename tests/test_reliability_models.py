@@ -324,7 +324,7 @@ def test_without_a_window_only_the_character_cap_applies(server: FakeOpenAIServe
     scripted = ScriptedModel(default="ok")
     with pytest.raises(PromptTooLarge, match=r"characters on a prompt .* not known; refused"):
         ModelClient(scripted, "optimizer").call(ask("x" * (MAX_PROMPT_CHARS + 1)), stage="s")
-    assert scripted.calls == []
+    assert not scripted.calls
 
 
 @pytest.fixture

@@ -155,12 +155,12 @@ def test_journaled_calls_are_served_without_the_model_even_over_budget(tmp_path:
     resumed.journal = CallJournal(path)
     assert resumed.call(request("a"), stage="s").text == "one"
     assert resumed.call(request("b"), stage="s").text == "two"
-    assert model.calls == []
+    assert not model.calls
     entry = resumed.meter.entry("target", "s")
     assert (entry.calls, entry.replayed) == (2, 2)
     with pytest.raises(BudgetExhausted):
         resumed.call(request("c"), stage="s")
-    assert model.calls == []
+    assert not model.calls
 
 
 def test_concurrent_callers_do_not_overrun_a_call_budget() -> None:
@@ -224,7 +224,7 @@ def test_cache_entries_survive_a_new_process(tmp_path: Path) -> None:
     model = scripted(identity="m|1")  # raises if asked
     second = make(model, cache=ResponseCache(tmp_path))
     assert second.call(request("q"), stage="s").text == "answer"
-    assert model.calls == []
+    assert not model.calls
     assert second.meter.entry("target", "s").cached == 1
 
 

@@ -54,14 +54,22 @@ def build_clients(
     models: dict[str, ChatModel] = {}
     limits = EndpointLimits()
     meter = Meter()  # one meter for the run: calls and tokens per role and stage
+    execution = resolved.config.execution
     for role in roles:
         spec = getattr(resolved.config.model, role)
+        concurrency = spec.concurrency
         if recording is not None:
             models[role] = ReplayModel(recording, role)
+        elif role == "target" and execution.ray_target == "workers":
+            # Each worker answers with its own copy of the model, one call at a time.
+            from skillgrad.execution.ray_workers import RayWorkerModel
+
+            models[role] = RayWorkerModel(endpoint=f"ray-workers:{role}")
+            concurrency = execution.ray_workers or execution.rollout_workers
         else:
             backend = resolved.backend_classes[role]
             models[role] = backend.create(resolved.role_options[role], resolved.base_dir)
-        limits.declare(_endpoint(models[role], role), spec.concurrency)
+        limits.declare(_endpoint(models[role], role), concurrency)
     clients = {}
     for role, model in models.items():
         spec = getattr(resolved.config.model, role)

@@ -205,7 +205,8 @@ class ModelSection(Section):
 
 class ExecutionSection(Section):
     """Where and how many rollouts run at once. Resume-safe: a run may continue under another
-    backend, and its results do not change (model calls always go through this process)."""
+    backend, and its results do not change (every model call goes through this process's
+    client layer, wherever the model itself runs)."""
 
     rollout_workers: int = Field(1, ge=1, description="rollouts in flight at once")
     backend: Literal["local", "ray"] = Field(
@@ -218,6 +219,10 @@ class ExecutionSection(Section):
         "rollout_workers")
     ray_cpus_per_worker: float = Field(1.0, gt=0, description="CPUs each actor reserves")
     ray_start_timeout: float = Field(120.0, gt=0, description="seconds for the actors to start")
+    ray_target: Literal["driver", "workers"] = Field(
+        "driver", description="where the target model runs: in this process, or loaded once "
+        "in each Ray worker (an embedded model, an agent CLI), its calls still journaled, "
+        "metered and budgeted here")
     ray_runtime_env: dict[str, Any] = Field(
         default_factory=dict, description="Ray's runtime_env for the job (pip, working_dir, "
         "py_modules, ...; not env_vars)")
@@ -229,6 +234,12 @@ class ExecutionSection(Section):
             raise ValueError("holds a credential (a user:password@ or a token in the query); "
                              "give it to Ray through its own environment variables instead")
         return value
+
+    @model_validator(mode="after")
+    def _target_on_workers_needs_ray(self) -> ExecutionSection:
+        if self.ray_target == "workers" and self.backend != "ray":
+            raise ValueError("ray_target: workers needs backend: ray")
+        return self
 
     @field_validator("ray_runtime_env")
     @classmethod

@@ -11,6 +11,8 @@ Two families matter to the training loop:
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SkillgradError(Exception):
     """An error whose message is meant for the user as a single line."""
@@ -59,6 +61,9 @@ class TransientModelError(ModelError):
         self.retry_after = retry_after
         self.kind = kind
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole (it crosses to Ray workers)
+        return (type(self), (str(self), self.retry_after, self.kind))
+
 
 class FatalModelError(ModelError):
     """A failure that retrying will not fix: bad credentials, bad request, unknown model."""
@@ -82,6 +87,9 @@ class AnswersPending(RunStopped):
             f"{folder}/answers/<id>.txt)" for folder in self.waiting
         )
         super().__init__(f"{n} model call{'s' if n != 1 else ''} waiting for answers: {where}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole (it crosses to Ray workers)
+        return (type(self), (self.waiting,))
 
     @classmethod
     def combine(cls, errors: list[AnswersPending]) -> AnswersPending:

@@ -49,7 +49,7 @@ def evaluate_skill(
     folder = WorkDir(out)
     journal = CallJournal(folder.calls_path)
     started = time.monotonic()
-    with rollout_environment(env, execution_settings(resolved.config)) as where:
+    with rollout_environment(env, execution_settings(resolved)) as where:
         results = rollout(where, tasks, skill, client.for_stage(f"eval_{split}", journal),
                           workers=resolved.config.execution.rollout_workers,
                           on_result=on_result)

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skillgrad.config import SkillgradConfig
-from skillgrad.execution import ExecutionSettings
+from skillgrad.config import ResolvedConfig, SkillgradConfig
+from skillgrad.execution import ExecutionSettings, ModelSpec
 from skillgrad.records import RejectedStep, StepRecord
 from skillgrad.stages.aggregate import MergeSettings
 from skillgrad.stages.candidate import CandidateSettings, size_note
@@ -37,12 +37,16 @@ def sampling(cfg: SkillgradConfig) -> dict[str, Any]:
     return {"max_tokens": cfg.optimizer.max_tokens, "temperature": cfg.optimizer.temperature}
 
 
-def execution_settings(cfg: SkillgradConfig) -> ExecutionSettings:
-    e = cfg.execution
+def execution_settings(resolved: ResolvedConfig) -> ExecutionSettings:
+    e = resolved.config.execution
+    target = None
+    if e.ray_target == "workers":
+        target = ModelSpec(resolved.backend_classes["target"], resolved.role_options["target"],
+                           resolved.base_dir)
     return ExecutionSettings(
         backend=e.backend, workers=e.ray_workers or e.rollout_workers, ray_address=e.ray_address,
         ray_cpus_per_worker=e.ray_cpus_per_worker, ray_start_timeout=e.ray_start_timeout,
-        ray_runtime_env=dict(e.ray_runtime_env))
+        ray_runtime_env=dict(e.ray_runtime_env), target_on_workers=target)
 
 
 def split_cap(cfg: SkillgradConfig, split: str) -> int | None:

@@ -30,11 +30,12 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from skillgrad.envs.base import Environment, Split
 from skillgrad.errors import ConfigError, ExecutionError
-from skillgrad.execution import ExecutionSettings
+from skillgrad.execution import ExecutionSettings, ModelSpec
 from skillgrad.models.base import ChatModel, Metered
 from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.records import RolloutResult, Task
@@ -78,15 +79,35 @@ class _Relay:
 
 
 class RolloutWorker:
-    """The body of the worker actor (made a Ray actor class by :func:`ray_environment`)."""
+    """The body of the worker actor (made a Ray actor class by :func:`ray_environment`);
+    ``target``: the model it makes once to answer its episodes' calls, when it has one."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: Environment, target: ModelSpec | None = None) -> None:
         self.env = env
+        self._spec = target
+        self._target: ChatModel | None = None
         self._outbox: queue.Queue[Message] = queue.Queue()
         self._inbox: queue.Queue[Message] = queue.Queue()
 
     def ready(self) -> int:
+        self._model()  # loaded once, before the first episode
         return os.getpid()
+
+    def _model(self) -> ChatModel | None:
+        if self._target is None and self._spec is not None:
+            self._target = self._spec.create()
+        return self._target
+
+    def infer(self, request: ChatRequest) -> Message:
+        """Answer a call of this worker's episode with its own target model (the driver's
+        client layer asked for it: the call was not journaled, cached or over budget)."""
+        try:
+            model = self._model()
+            if model is None:
+                return ("failed", ExecutionError("this Ray worker holds no target model"))
+            return ("done", model.complete(request))
+        except Exception as exc:  # noqa: BLE001 - the boundary: the client layer judges it
+            return ("failed", _portable(exc))
 
     def start(self, task: Task, skill: str) -> Message:
         threading.Thread(target=self._episode, args=(task, skill), daemon=True,
@@ -164,6 +185,13 @@ class RayEnvironment:
     def _converse(self, worker: Any, task: Task, skill: str, model: ChatModel) -> Message:
         """Serve the worker's model calls until its episode ends: ``("done", result)`` or
         ``("failed", the error to raise)``."""
+        serving = _SERVING.set((worker, task.id))  # where a RayWorkerModel's calls go
+        try:
+            return self._serve(worker, task, skill, model)
+        finally:
+            _SERVING.reset(serving)
+
+    def _serve(self, worker: Any, task: Task, skill: str, model: ChatModel) -> Message:
         message = self._get(worker.start.remote(task, skill), task)
         raised: BaseException | None = None  # what this process's client layer raised
         while True:
@@ -189,12 +217,43 @@ class RayEnvironment:
             message = self._get(worker.answer.remote(reply), task)
 
     def _get(self, ref: Any, task: Task) -> Message:
-        try:
-            message: Message = self._ray.get(ref)
-        except self._ray.exceptions.RayError as exc:
-            raise ExecutionError(f"the Ray worker doing task {task.id!r} failed: "
-                                 f"{type(exc).__name__}: {_first_line(exc)}") from exc
-        return message
+        return _get(self._ray, ref, task.id)
+
+
+def _get(ray: Any, ref: Any, task_id: str) -> Message:
+    try:
+        message: Message = ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        raise ExecutionError(f"the Ray worker doing task {task_id!r} failed: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    return message
+
+
+# The worker whose episode the calling thread serves, and its task (set by the driver thread
+# for the length of one episode; each thread sees its own).
+_SERVING: ContextVar[tuple[Any, str] | None] = ContextVar("skillgrad_ray_serving", default=None)
+
+
+class RayWorkerModel:
+    """The target model of a run whose target runs in its Ray workers
+    (``execution.ray_target: workers``): a call, once the client layer here has let it
+    through, is answered by the target model of the worker whose episode made it."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint  # one limit for the workers' models together
+
+    def complete(self, request: ChatRequest) -> Completion:
+        serving = _SERVING.get()
+        if serving is None:
+            raise ExecutionError("the target model runs in the Ray workers "
+                                 "(execution.ray_target: workers), but this call came from "
+                                 "outside a worker's episode")
+        worker, task_id = serving
+        kind, value = _get(_ray(), worker.infer.remote(request), task_id)
+        if kind == "failed":
+            raise value
+        completion: Completion = value
+        return completion
 
 
 def _first_line(exc: BaseException) -> str:
@@ -221,8 +280,11 @@ def ray_environment(env: Environment, settings: ExecutionSettings) -> Iterator[R
                               f"cannot be sent to Ray workers ({type(exc).__name__}: "
                               f"{_first_line(exc)})") from exc
         actor = ray.remote(num_cpus=settings.ray_cpus_per_worker)(RolloutWorker)
-        workers = [actor.remote(shipped) for _ in range(settings.workers)]
-        remote = RayEnvironment(env, workers, lambda: actor.remote(shipped), ray)
+        target = settings.target_on_workers
+        workers = [actor.remote(shipped, target) for _ in range(settings.workers)]
+        remote = RayEnvironment(env, workers, lambda: actor.remote(shipped, target), ray)
+        if target is not None:
+            remote.placement["target"] = "workers"
         remote.placement["pids"] = _wait_ready(ray, workers, settings)
         log.info("rollouts on %d Ray workers", len(workers))
         yield remote

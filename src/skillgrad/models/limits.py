@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from skillgrad.errors import FatalModelError
 from skillgrad.models.messages import ChatRequest
@@ -47,6 +48,10 @@ class PromptTooLarge(FatalModelError):
         self.size, self.limit, self.unit, self.estimated = size, limit, unit, estimated
         self.setting, self.role, self.stage, self.task = setting, role, stage, task
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole (it crosses to Ray workers)
+        return (_restore, (self.size, self.limit, self.unit, self.estimated, self.setting,
+                           self.role, self.stage, self.task))
+
     def at(self, *, role: str | None = None, stage: str | None = None,
            task: str | None = None, setting: str | None = None) -> PromptTooLarge:
         """The same refusal with more of where it happened known."""
@@ -70,6 +75,12 @@ class PromptTooLarge(FatalModelError):
                     "context window is not known")
             hint = f" (set {self.setting} to its window)" if self.setting else ""
         return f"{who} is {size}, {over}{hint}; refused, not sent"
+
+
+def _restore(size: int, limit: int, unit: str, estimated: bool, setting: str | None,
+             role: str, stage: str, task: str | None) -> PromptTooLarge:
+    return PromptTooLarge(size, limit, unit, estimated=estimated, setting=setting, role=role,
+                          stage=stage, task=task)
 
 
 def _texts(request: ChatRequest) -> Iterator[str]:

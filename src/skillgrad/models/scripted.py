@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.yamlfile import load_yaml_text
 
 log = logging.getLogger(__name__)
+KEPT_CALLS = 1000  # requests a scripted model keeps for inspection
 
 Reply = str | dict[str, Any] | list[Any] | Completion
 
@@ -82,7 +84,10 @@ class ScriptedModel:
         self._default = default
         self._delay = delay
         self._lock = threading.Lock()
-        self.calls: list[ChatRequest] = []
+        # The latest requests, for tests to read (bounded: a long run must not keep them all);
+        # ``n_calls`` counts every one.
+        self.calls: deque[ChatRequest] = deque(maxlen=KEPT_CALLS)
+        self.n_calls = 0
 
     def complete(self, request: ChatRequest) -> Completion:
         prompt = prompt_text(request)
@@ -90,6 +95,7 @@ class ScriptedModel:
             time.sleep(self._delay)
         with self._lock:
             self.calls.append(request)
+            self.n_calls += 1
             reply = self._pick(request, prompt)
         return self._to_completion(reply, prompt)
 
@@ -107,10 +113,10 @@ class ScriptedModel:
             return self._default
         # One line for the error; the whole prompt, to write the missing rule from, in the log.
         log.info("scripted model: no reply for call #%d; the prompt was:\n%s",
-                 len(self.calls), prompt)
+                 self.n_calls, prompt)
         opening = " ".join(prompt.split())[:100]
         raise ScriptExhausted(
-            f"scripted model has no reply for call #{len(self.calls)} (the prompt begins "
+            f"scripted model has no reply for call #{self.n_calls} (the prompt begins "
             f"{opening!r}; -v logs it whole)")
 
     @staticmethod
