@@ -17,7 +17,8 @@ Layout::
                            model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
       meta_skill.md        the optimizer's notes (never shown to the target)
-      evals/<split>-<hash>/rollouts.jsonl
+      evals/<split>-<hash>/rollouts.jsonl   every evaluation's results; the checkpoint keeps
+                           their per-task scores only for the current and the best skill
       summary.json
       tracking.json        the experiment trackers' run ids (what a resumed run continues)
 
@@ -234,6 +235,24 @@ class RunDir:
 
     def eval_dir(self, split: str, digest: str) -> WorkDir:
         return WorkDir(self.root / "evals" / f"{split}-{digest[:16]}")
+
+    def eval_per_task(self, split: str, digest: str) -> dict[str, tuple[float, float]]:
+        """The per-task (hard, soft) of skill ``digest``'s evaluation on ``split``, in the
+        order its rollouts were written: what its score was made from. Read a line at a time
+        (the rollouts hold whole conversations)."""
+        path = self.eval_dir(split, digest).path / ROLLOUTS
+        out: dict[str, tuple[float, float]] = {}
+        try:
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    out[row["task_id"]] = (row["hard"], row["soft"])
+        except FileNotFoundError:
+            raise RunDirError(f"{path}: evaluation results missing from the run directory "
+                              "(the checkpoint keeps only their means)") from None
+        except (ValueError, KeyError, TypeError):
+            raise RunDirError(f"{path}: evaluation results are not readable") from None
+        return out
 
     # ------------------------------------------------------------------ writes
     def write_text(self, path: Path, text: str) -> None:

@@ -3,17 +3,22 @@ a run exactly (loop position, skill versions, scores, the rejected-edit buffer, 
 resuming it: the checkpoint is only continued with the config it was made with.
 
 The data-loader position needs no storage: which tasks a step sees is a pure function of the
-seed, the epoch and the step.
+seed, the epoch and the step. What a step costs does not grow with the data set or the run:
+the epoch's order of the training tasks is drawn once per epoch (:class:`BatchOrder`), and a
+score keeps its per-task results only while the gate may compare with them (the current and
+the best skill's); every other skill's are read back from its evaluation folder when needed,
+so neither memory nor the checkpoint holds the task ids of every evaluation ever made.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from array import array
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
 from skillgrad.dotted import flatten
@@ -50,6 +55,7 @@ class TrainerState(BaseModel):
     meter: dict[str, Any] = Field(default_factory=dict)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     wall_seconds: float = 0.0
+    _run: RunDir | None = PrivateAttr(default=None)  # where compacted per-task results are
 
     @property
     def total_steps(self) -> int:
@@ -72,10 +78,33 @@ class TrainerState(BaseModel):
         return f"{at}, {self.global_step} of {self.total_steps} steps done"
 
     def score(self, split: str, digest: str) -> EvalScore | None:
-        return self.scores.get(f"{split}:{digest}")
+        """The score of skill ``digest`` on ``split``, with its per-task results: read back
+        from its evaluation folder when :meth:`compact` dropped them, and kept until the next
+        compaction. (A state read from a checkpoint with no run attached gives the means
+        alone, per_task empty, for those.)"""
+        key = f"{split}:{digest}"
+        found = self.scores.get(key)
+        if found is None or not _compacted(found) or self._run is None:
+            return found
+        self.scores[key] = found = _restored(found, self._run)
+        return found
 
     def put_score(self, score: EvalScore) -> None:
         self.scores[f"{score.split}:{score.skill_hash}"] = score
+
+    def compact(self, run: RunDir) -> None:
+        """Keep per-task results only for the selection scores of the current and the best
+        skill (what the gate compares a candidate with); every other score keeps its means,
+        and ``run``'s evaluation folders its per-task results (read back by :meth:`score`).
+        Called before every checkpoint, so that memory and the checkpoint stay bounded by the
+        selection split however many candidates a run evaluates."""
+        self._run = run
+        kept = {f"val:{self.current_hash}", f"val:{self.best_hash}"}
+        for key, found in self.scores.items():
+            if key in kept and _compacted(found):
+                self.scores[key] = _restored(found, run)
+            elif key not in kept and found.per_task:
+                self.scores[key] = found.model_copy(update={"per_task": {}})
 
     def advance(self) -> None:
         """Move the loop position past the step just completed."""
@@ -91,17 +120,58 @@ def steps_per_epoch(n_train: int, batch_size: int, override: int | None) -> int:
     return override if override is not None else max(1, math.ceil(n_train / batch_size))
 
 
-def batch_for(tasks: Sequence[Task], seed: int, epoch: int, step: int, size: int) -> list[Task]:
-    """The tasks of one batch: a seeded per-epoch permutation, sliced (wrapping around).
+def _compacted(score: EvalScore) -> bool:
+    """Whether :meth:`TrainerState.compact` dropped ``score``'s per-task results (an
+    evaluation of n tasks has n of them)."""
+    return score.n > 0 and not score.per_task
+
+
+def _restored(score: EvalScore, run: RunDir) -> EvalScore:
+    """``score`` with its per-task results read back from ``run``; refused when they are not
+    what the score was made from."""
+    per_task = run.eval_per_task(score.split, score.skill_hash)
+    n = len(per_task)
+    hard = sum(h for h, _ in per_task.values()) / n if n else 0.0
+    soft = sum(s for _, s in per_task.values()) / n if n else 0.0
+    if (n, hard, soft) != (score.n, score.hard, score.soft):
+        raise RunDirError(f"{run.eval_dir(score.split, score.skill_hash).path}: evaluation "
+                          f"results differ from the checkpoint's score ({n} tasks, hard "
+                          f"{hard:.4f}; the checkpoint: {score.n} tasks, hard {score.hard:.4f})")
+    return score.model_copy(update={"per_task": per_task})
+
+
+class BatchOrder:
+    """The batches of the training ``tasks`` for ``seed``: each epoch a seeded permutation,
+    sliced (wrapping around). The permutation is drawn once per epoch and kept as an array of
+    indices, so a batch costs its own size, whatever the size of the training set.
 
     With gradient accumulation a step has several batches: batch ``step * accumulation + j``.
     """
-    order = list(range(len(tasks)))
-    random.Random(f"batch:{seed}:{epoch}").shuffle(order)
-    n = min(size, len(order))
-    start = (step * size) % len(order)
-    picked = [order[(start + i) % len(order)] for i in range(n)]
-    return [tasks[i] for i in picked]
+
+    def __init__(self, tasks: Sequence[Task], seed: int) -> None:
+        self.tasks = tasks
+        self.seed = seed
+        self._epoch: int | None = None
+        self._order = array("I")
+
+    def order(self, epoch: int) -> Sequence[int]:
+        """Epoch ``epoch``'s permutation of the task indices."""
+        if self._epoch != epoch:
+            order = array("I", range(len(self.tasks)))
+            random.Random(f"batch:{self.seed}:{epoch}").shuffle(order)  # type: ignore[arg-type]
+            self._epoch, self._order = epoch, order
+        return self._order
+
+    def batch(self, epoch: int, step: int, size: int) -> list[Task]:
+        order = self.order(epoch)
+        n = min(size, len(order))
+        start = (step * size) % len(order)
+        return [self.tasks[order[(start + i) % len(order)]] for i in range(n)]
+
+
+def batch_for(tasks: Sequence[Task], seed: int, epoch: int, step: int, size: int) -> list[Task]:
+    """The tasks of one batch (:meth:`BatchOrder.batch`, drawing the epoch's order anew)."""
+    return BatchOrder(tasks, seed).batch(epoch, step, size)
 
 
 def step_rng(seed: int, epoch: int, step: int, purpose: str) -> random.Random:
@@ -118,6 +188,7 @@ def resume_state(run: RunDir, resolved: ResolvedConfig, allow_change: bool) -> T
     if data is None:
         return None
     state = TrainerState.model_validate(data)
+    state.compact(run)  # what it wrote compacted; one written before compaction is, now
     fingerprint = resolved.fingerprint()
     check_fingerprint(run, resolved, state.fingerprint, allow_change)
     state.fingerprint = fingerprint

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -27,6 +28,7 @@ from skillgrad.envs.base import Environment
 from skillgrad.errors import DataError, RunStopped
 from skillgrad.execution import rollout_environment
 from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
+from skillgrad.parallel import fan_out
 from skillgrad.records import (
     EpochUpdate,
     EvalScore,
@@ -56,8 +58,8 @@ from skillgrad.stages.rollout import rollout, score
 from skillgrad.stages.screen import ablations, screen
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
+    BatchOrder,
     TrainerState,
-    batch_for,
     claim_run,
     resume_state,
     step_rng,
@@ -83,6 +85,16 @@ def unusable_reason(patches: Sequence[Patch]) -> str:
     first = patches[0]
     began = " ".join((first.raw or "").split())[:_QUOTED]
     return f"{first.error}; the reply began {began!r}"
+
+
+@contextmanager
+def _meanwhile(work: Callable[[], None]) -> Iterator[None]:
+    """Do ``work`` on a thread of its own while the block runs; an error of the work is raised
+    once both are done (an error of the block's goes first)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="meanwhile") as pool:
+        done = pool.submit(work)
+        yield
+    done.result()
 
 
 class Trainer:
@@ -117,6 +129,7 @@ class Trainer:
         self._placement: dict[str, Any] | None = None  # where rollouts run, when not here
         self.train_tasks = self._split("train")
         self._train_by_id = {t.id: t for t in self.train_tasks}
+        self._batches = BatchOrder(self.train_tasks, self.cfg.train.seed)
         self.val_tasks = self._split("val")
         self.state: TrainerState | None = None
 
@@ -212,7 +225,7 @@ class Trainer:
         """Rollouts run where ``execution:`` says while the lock is held: with the Ray
         backend ``self.env`` is, meanwhile, the view of it whose rollouts Ray workers do."""
         local = self.env
-        with rollout_environment(local, settings.execution_settings(self.cfg)) as env:
+        with rollout_environment(local, settings.execution_settings(self.resolved)) as env:
             self._placement = getattr(env, "placement", None) if env is not local else None
             self.env = env
             try:
@@ -288,13 +301,12 @@ class Trainer:
             else:
                 chosen = screening.chosen
         patches, proposal = made[chosen]
-        folder.patches(patches)
-        for kind, data in proposal.artifacts:
-            folder.artifact(kind, data)
-        folder.candidate(proposal.candidate)
-        decision = self._stage("gate", None, lambda: self._gate(
-            proposal.candidate, proposal.refusal, proposal.score, proposal.unchanged_reason(),
-            screened_out))
+        # The gate's evaluation of the candidate starts as soon as the candidate exists; what
+        # it was made from goes to the step's folder meanwhile.
+        with _meanwhile(lambda: self._write_proposal(folder, patches, proposal)):
+            decision = self._stage("gate", None, lambda: self._gate(
+                proposal.candidate, proposal.refusal, proposal.score,
+                proposal.unchanged_reason(), screened_out))
         folder.gate(decision)
 
         record = self._record(results, patches, proposal, decision, budget,
@@ -322,13 +334,10 @@ class Trainer:
         prev_hash, cur_hash = s.epoch_start.get(str(epoch - 1), s.initial_hash), s.current_hash
         previous, current = self.run.load_skill(prev_hash), self.run.load_skill(cur_hash)
         tasks = sample_tasks(self.train_tasks, o.slow_update_samples, self.cfg.train.seed, epoch)
-        before = self._stage("longitudinal", len(tasks), lambda: rollout(
-            self.env, tasks, previous, self._target("longitudinal"),
-            workers=self.cfg.execution.rollout_workers))
-        after = before if prev_hash == cur_hash else self._stage(
-            "longitudinal", len(tasks), lambda: rollout(
-                self.env, tasks, current, self._target("longitudinal"),
-                workers=self.cfg.execution.rollout_workers))
+        compared = [previous] if prev_hash == cur_hash else [previous, current]
+        outs = self._stage("longitudinal", len(tasks) * len(compared), lambda: self._rollouts(
+            [(skill, tasks) for skill in compared], "longitudinal"))
+        before, after = outs[0], outs[-1]
         pairs = pair_up(before, after)
         folder.pairs([
             {"task_id": p.task_id, "kind": p.kind, "previous": p.previous, "current": p.current}
@@ -437,12 +446,29 @@ class Trainer:
                        workers=self.cfg.execution.rollout_workers,
                        on_result=lambda _r: self._notify("on_task_done", "rollout"))
 
+    def _rollouts(self, runs: Sequence[tuple[str, Sequence[Task]]], stage: str,
+                  on_result: Callable[[RolloutResult], None] | None = None,
+                  ) -> list[list[RolloutResult]]:
+        """The rollouts of every (skill, tasks) of ``runs``, in task order per run. Runs
+        that do not depend on each other share the rollout workers (and the endpoint): no
+        skill's rollouts wait for another's slowest one."""
+        model, workers = self._target(stage), self.cfg.execution.rollout_workers
+        if len(runs) == 1:
+            skill, tasks = runs[0]
+            return [rollout(self.env, tasks, skill, model, workers=workers, on_result=on_result)]
+        jobs = [(i, skill, task) for i, (skill, tasks) in enumerate(runs) for task in tasks]
+        done = fan_out(lambda job: rollout(self.env, [job[2]], job[1], model,
+                                           on_result=on_result)[0], jobs, workers, "rollouts")
+        out: list[list[RolloutResult]] = [[] for _ in runs]
+        for (i, _, _), result in zip(jobs, done, strict=True):
+            out[i].append(result)
+        return out
+
     def _batch(self, j: int) -> tuple[list[Task], Any]:
         """Batch ``j`` of the step's ``train.accumulation`` and its minibatch shuffler."""
         s = self._require_state()
         t = self.cfg.train
-        batch = batch_for(self.train_tasks, t.seed, s.epoch, s.step * t.accumulation + j,
-                          t.batch_size)
+        batch = self._batches.batch(s.epoch, s.step * t.accumulation + j, t.batch_size)
         rng = step_rng(t.seed, s.epoch, s.step, "minibatch" if j == 0 else f"minibatch{j}")
         return batch, rng
 
@@ -461,6 +487,12 @@ class Trainer:
         if skill_hash(candidate) == s.current_hash:
             return GateDecision(decision="skip", **common,
                                 reason=f"{unchanged}; the skill is unchanged")
+        # The candidate and the skills it is compared with, those not scored yet, share one
+        # evaluation (the checkpoint usually holds the current and the best skill's scores).
+        unknown = [d for d in dict.fromkeys((s.current_hash, s.best_hash))
+                   if s.score("val", d) is None]
+        self._evaluate_all([*([] if known else [candidate]),
+                            *(self.run.load_skill(d) for d in unknown)], "val", self.val_tasks)
         cand = known or self.evaluate(candidate, "val", self.val_tasks)
         current = self._known_score("val", s.current_hash)
         best = self._known_score("val", s.best_hash)
@@ -473,23 +505,42 @@ class Trainer:
 
     def evaluate(self, skill: str, split: str, tasks: Sequence[Task]) -> EvalScore:
         """Score ``skill`` on ``tasks``; a skill already scored on the split is not re-run."""
+        return self._evaluate_all([skill], split, tasks)[0]
+
+    def _evaluate_all(self, skills: Sequence[str], split: str,
+                      tasks: Sequence[Task]) -> list[EvalScore]:
+        """:meth:`evaluate` each of ``skills``: the rollouts of those not scored yet run at
+        once (no skill's score depends on another's), then each is scored in turn."""
         s = self._require_state()
-        digest = self.run.save_skill(skill)
-        known = s.score(split, digest)
-        if known is not None:
-            return known
-        self._notify("on_stage_start", f"eval:{split}", len(tasks))
-        results = rollout(self.env, tasks, skill, self._target(f"eval_{split}"),
-                          workers=self.cfg.execution.rollout_workers,
-                          on_result=lambda _r: self._notify("on_task_done", f"eval:{split}"))
-        self._notify("on_stage_end", f"eval:{split}", 0.0)
-        self.run.eval_dir(split, digest).rollouts(results)
-        result = score(results, split, digest)
-        s.put_score(result)
-        self._notify("on_evaluate", result)
-        return result
+        digests = [skill_hash(skill) for skill in skills]
+        todo = {d: skill for d, skill in zip(digests, skills, strict=True)
+                if s.score(split, d) is None}
+        stage = f"eval:{split}"
+        outs: list[list[RolloutResult]] = []
+        if todo:
+            self._notify("on_stage_start", stage, len(tasks) * len(todo))
+            outs = self._rollouts([(skill, tasks) for skill in todo.values()], f"eval_{split}",
+                                  lambda _r: self._notify("on_task_done", stage))
+            self._notify("on_stage_end", stage, 0.0)
+        for skill in skills:  # written after the rollouts: the write delays no call
+            self.run.save_skill(skill)
+        for digest, results in zip(todo, outs, strict=True):
+            self.run.eval_dir(split, digest).rollouts(results)
+            result = score(results, split, digest)
+            s.put_score(result)
+            self._notify("on_evaluate", result)
+        scores = [s.score(split, d) for d in digests]
+        return [found for found in scores if found is not None]  # all of them, by now
 
     # ------------------------------------------------------------------ bookkeeping
+    @staticmethod
+    def _write_proposal(folder: WorkDir, patches: list[Patch], proposal: Proposal) -> None:
+        """The step's patches, the artifacts its candidate was made from, the candidate."""
+        folder.patches(patches)
+        for kind, data in proposal.artifacts:
+            folder.artifact(kind, data)
+        folder.candidate(proposal.candidate)
+
     def _commit(self, record: StepRecord, proposal: Proposal, decision: GateDecision) -> None:
         s = self._require_state()
         note = decision.reason if decision.decision == "refused" else ""
@@ -588,12 +639,11 @@ class Trainer:
             return {}
         tasks = self._split("test")
         self._open_scope(self.run.scope_dir("final"))
-        out = {}
-        for name, digest in (("initial", s.initial_hash), ("best", s.best_hash),
-                             ("final", s.current_hash)):
-            out[name] = self.evaluate(self.run.load_skill(digest), "test", tasks)
-            self._checkpoint()
-        return out
+        named = {"initial": s.initial_hash, "best": s.best_hash, "final": s.current_hash}
+        scores = self._evaluate_all([self.run.load_skill(d) for d in named.values()], "test",
+                                    tasks)
+        self._checkpoint()
+        return dict(zip(named, scores, strict=True))
 
     def _split(self, split: str) -> list[Task]:
         tasks = self.env.tasks(split)  # type: ignore[arg-type]
@@ -635,6 +685,7 @@ class Trainer:
     def _checkpoint(self) -> None:
         s = self._require_state()
         s.meter = {k: v for m in self._meters() for k, v in m.to_json().items()}
+        s.compact(self.run)  # per-task results of skills the gate no longer compares with
         self.run.save_checkpoint(s)
 
     def _stage(self, name: str, total: int | None, fn: Callable[..., T], *args: Any) -> T:

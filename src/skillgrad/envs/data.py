@@ -11,19 +11,22 @@ Accepted file formats (by suffix, case-insensitive):
 * ``.json``: either a list of objects, or an object holding that list under exactly one of the
   keys ``data``, ``items``, ``records`` or ``examples``.
 
-A UTF-8 byte-order mark is tolerated; any other encoding is rejected.
+A UTF-8 byte-order mark is tolerated; any other encoding is rejected. A JSONL file is read a
+line at a time (:func:`iter_located_records`, :func:`iter_parsed`), so loading a large data
+set never holds its text, or all its raw records, at once.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, BinaryIO, ClassVar, Generic, TypeVar, cast
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
 from skillgrad.errors import ConfigError, DataError
@@ -47,25 +50,63 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 
     The result is never empty: a file with no records is an error.
     """
-    return [record for _, record in located_records(path)]
+    return [record for _, record in iter_located_records(path)]
 
 
 def located_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """:func:`load_records` with where each record is, as every data error names it:
     ``"<file>: line 5"`` in a JSONL file, ``"<file>: record 3"`` (1-based) in a JSON list."""
+    return list(iter_located_records(path))
+
+
+def iter_located_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """:func:`located_records` one record at a time. A JSONL file is read a line at a time (a
+    JSON file is one document, read whole). Its errors are those of reading the whole file
+    first, in the same order: a file that cannot be read or decoded, then an empty one, then
+    its first bad line; records are yielded before an error further on is found, so a caller
+    that keeps them discards them when the error comes."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in DATA_SUFFIXES:
         raise DataError(
             f"{path}: unsupported file type {suffix or '(none)'!r}; expected .json or .jsonl"
         )
+    if suffix in JSONL_SUFFIXES:
+        yield from _stream_jsonl(path)
+        return
     text = _read_text(path)
     if not text.strip():
         raise DataError(f"{path}: file is empty")
-    records = _parse_jsonl(path, text) if suffix in JSONL_SUFFIXES else _parse_json(path, text)
+    records = _parse_json(path, text)
     if not records:
         raise DataError(f"{path}: file contains no records")
-    return records
+    yield from records
+
+
+def parse_records(path: Path, parse: Callable[[dict[str, Any], str], T]) -> list[T]:
+    """The records of ``path``, each made by ``parse(raw, where)`` as it is read (which raises
+    :class:`DataError` for a bad one): :func:`iter_parsed`, kept."""
+    return list(iter_parsed(path, parse))
+
+
+def iter_parsed(path: Path, parse: Callable[[dict[str, Any], str], T]) -> Iterator[T]:
+    """The records of ``path`` made by ``parse(raw, where)``, one at a time, so the raw records
+    are never all held at once. The first error raised is the one :func:`located_records`
+    followed by ``parse`` would raise: one of the file's own before any record's (after a bad
+    record the rest of the file is still read, for its errors); a caller that keeps what was
+    yielded discards it when the error comes."""
+    refused: DataError | None = None
+    for where, raw in iter_located_records(path):
+        if refused is not None:
+            continue
+        try:
+            parsed = parse(raw, where)
+        except DataError as exc:
+            refused = exc
+            continue
+        yield parsed
+    if refused is not None:
+        raise refused
 
 
 def read_data_bytes(path: Path, expected: str) -> bytes:
@@ -89,21 +130,63 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
 
 
-def _parse_jsonl(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
-    records: list[tuple[str, dict[str, Any]]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+def _stream_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The records of a JSONL file as it is read; lines are numbered as ``str.splitlines`` of
+    the whole text numbers them."""
+    bad: DataError | None = None
+    found = False
+    with _open_data(path) as fh:
+        lines = _decoded_lines(path, fh)
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            found = True
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                bad = DataError(
+                    f"{path}: line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
+                break
+            if not isinstance(obj, dict):
+                bad = DataError(f"{path}: line {lineno}: expected a JSON object, got {_kind(obj)}")
+                break
+            yield f"{path}: line {lineno}", obj
+        for _ in lines:  # a byte further on that is not UTF-8 is the error to report
+            pass
+    if bad is not None:
+        raise bad
+    if not found:
+        raise DataError(f"{path}: file is empty")
+
+
+def _open_data(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes; the errors of :func:`read_data_bytes`."""
+    try:
+        return path.open("rb")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, expected a .json or .jsonl file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def _decoded_lines(path: Path, fh: BinaryIO) -> Iterator[str]:
+    """The lines of the UTF-8 text of ``fh`` (a byte-order mark dropped), read a line at a
+    time. Split at each newline byte first (never part of a multi-byte character), then as
+    ``str.splitlines`` splits, they are the lines of the whole text; a bad byte's offset is
+    counted after the mark, as decoding the whole text with ``utf-8-sig`` counts it."""
+    offset = 0
+    for n, chunk in enumerate(fh):
+        if n == 0 and chunk.startswith(codecs.BOM_UTF8):
+            chunk = chunk[len(codecs.BOM_UTF8):]
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{path}: line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}: line {lineno}: expected a JSON object, got {_kind(obj)}")
-        records.append((f"{path}: line {lineno}", obj))
-    return records
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {offset + exc.start})"
+                            ) from None
+        offset += len(chunk)
+        yield from text.splitlines()
 
 
 def _parse_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -7,6 +7,10 @@ the journal of the current scope (one step, the initial evaluation, the final ev
 before its answer is used. When a killed run resumes a step, calls already answered are served
 from the journal, so nothing is asked twice and the same replies lead to the same skills.
 Failures are never journaled: an infrastructure error is never cached as a result.
+
+A client's optional ``observer`` is told the timing of every attempt sent to its model
+(:class:`CallTiming`): what a benchmark of the run's call graph reads. It sees no journaled or
+cached answer and changes nothing a call returns or records.
 """
 
 from __future__ import annotations
@@ -181,6 +185,30 @@ class CallJournal:
             self._served[key] = self._served.get(key, 0) + 1
 
 
+# ----------------------------------------------------------------------------- observer
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One attempt sent to a model, as a client's observer is told it: the role, the stage
+    it is metered under, the request's kind, the journal of its scope (``None``: none), when
+    it took a slot of the endpoint's concurrency limit and when its answer or error came back
+    (:func:`time.perf_counter` seconds), and its outcome (one of :data:`ATTEMPT_KINDS`)."""
+
+    role: str
+    stage: str
+    kind: str | None
+    journal: Path | None
+    started: float
+    ended: float
+    outcome: str
+
+
+CallObserver = Callable[[CallTiming], None]
+"""Called in the calling thread after each attempt, outside the endpoint's limit; it must
+return quickly and never raise."""
+
+
 # ----------------------------------------------------------------------------- client
 
 
@@ -192,6 +220,7 @@ class ModelClient:
     one endpoint so that they share it (see :class:`EndpointLimits`). The model's window is its
     ``context_tokens`` attribute, named in errors by its ``context_key`` option; a model
     without one gets the hard cap on characters (:mod:`skillgrad.models.limits`).
+    ``observer`` (also settable later as the attribute) is told every attempt's timing.
     """
 
     def __init__(
@@ -208,6 +237,7 @@ class ModelClient:
         budget: Budget | None = None,
         prices: Prices | None = None,
         cache: ResponseCache | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         self.model = model
         self.role = role
@@ -218,6 +248,7 @@ class ModelClient:
         self.budget = budget
         self.prices = prices
         self.cache = cache
+        self.observer = observer
         self._identity: str | None = getattr(model, "identity", None)
         if cache is not None and self._identity is None:
             raise ConfigError(f"model.{role}.cache: the {type(model).__name__} backend has no "
@@ -253,7 +284,7 @@ class ModelClient:
             self._check_budget(journal)
             try:
                 started = time.monotonic()
-                completion = self._call_with_retries(request, stage)
+                completion = self._call_with_retries(request, stage, journal)
                 seconds = time.monotonic() - started
                 completion = completion.model_copy(update={"text": strip_think(completion.text)})
                 self._meter(stage, completion.usage, seconds)
@@ -306,12 +337,13 @@ class ModelClient:
             with self._budget_lock:
                 self._in_flight -= 1
 
-    def _call_with_retries(self, request: ChatRequest, stage: str) -> Completion:
+    def _call_with_retries(
+        self, request: ChatRequest, stage: str, journal: CallJournal | None = None
+    ) -> Completion:
         attempt = 0
         while True:
             try:
-                with self._limit:
-                    completion = self.model.complete(request)
+                completion = self._attempt(request, stage, journal)
                 self.meter.attempt(self.role, stage, "ok")
                 return completion
             except TransientModelError as exc:
@@ -335,6 +367,31 @@ class ModelClient:
                 self.meter.record(self.role, stage, errors=1)
                 self.meter.attempt(self.role, stage, "fatal")
                 raise
+
+    def _attempt(self, request: ChatRequest, stage: str, journal: CallJournal | None) -> Completion:
+        """One attempt, holding a slot of the endpoint's limit; timed for the observer."""
+        observer = self.observer
+        if observer is None:
+            with self._limit:
+                return self.model.complete(request)
+        outcome = "fatal"
+        started = ended = time.perf_counter()
+        try:
+            with self._limit:
+                started = time.perf_counter()
+                try:
+                    completion = self.model.complete(request)
+                finally:
+                    ended = time.perf_counter()
+            outcome = "ok"
+            return completion
+        except TransientModelError as exc:
+            outcome = exc.kind
+            raise
+        finally:
+            observer(CallTiming(self.role, stage, request.kind,
+                                journal.path if journal is not None else None, started, ended,
+                                outcome))
 
     def _meter(self, stage: str, usage: Usage, seconds: float, replayed: int = 0) -> None:
         cost = self.prices.cost(usage.prompt_tokens, usage.completion_tokens) if self.prices else 0.0

@@ -8,13 +8,15 @@ from skillgrad.testing.doubles import (
     YEAR_RULE,
     FailureAnalyst,
     edits_in_prompt,
+    http_responder,
     kind_of_prompt,
     make_reader,
+    reader_failures,
     reader_optimizer,
     scripted_optimizer,
 )
 from skillgrad.testing.openai_server import FakeOpenAIServer, Fault, completion_body
 
 __all__ = ["CONCISE_RULE", "YEAR_RULE", "FailureAnalyst", "FakeOpenAIServer", "Fault",
-           "completion_body", "edits_in_prompt", "kind_of_prompt", "make_reader", "reader_optimizer",
-           "scripted_optimizer"]
+           "completion_body", "edits_in_prompt", "http_responder", "kind_of_prompt", "make_reader",
+           "reader_failures", "reader_optimizer", "scripted_optimizer"]

@@ -6,12 +6,13 @@ sentence, and writes years as "in 1903", until the skill says otherwise.
 prompt template, never its wording), building the answer from what the prompt shows (the
 skill, the tasks, the listed edits); an unknown kind raises
 :class:`~skillgrad.errors.ScriptExhausted`. :data:`reader_optimizer` proposes the rules that
-fix the reader.
+fix the reader (its analyst, :func:`reader_failures`, can be wrapped by another optimizer).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from skillgrad import prompts
 from skillgrad.envs.data import load_records
 from skillgrad.errors import ScriptExhausted
-from skillgrad.models.messages import ChatRequest
+from skillgrad.models.messages import ChatRequest, Message
 
 CONCISE_RULE = "Reply with only the answer itself: no full sentence and no restated question."
 YEAR_RULE = "Write a year as its four digits alone (1903, not 'in 1903')."
@@ -211,6 +212,29 @@ def kind_of_prompt(prompt: str) -> str:
     return found[0]
 
 
+def http_responder(
+    target: Callable[[ChatRequest], str], optimizer: Callable[[ChatRequest], Any]
+) -> Callable[[dict[str, Any]], str]:
+    """A :class:`~skillgrad.testing.FakeOpenAIServer` responder that serves a scripted target
+    and optimizer on one endpoint. A request that asks for JSON (a ``response_format``) is the
+    optimizer's: its kind never goes over the wire, so it is read back with
+    :func:`kind_of_prompt`, and its JSON schema from the ``response_format``; a dict answer is
+    sent as JSON text. Any other request is the target's."""
+
+    def respond(body: dict[str, Any]) -> str:
+        messages = tuple(Message(role=m["role"], content=m["content"]) for m in body["messages"])
+        wanted = body.get("response_format")
+        if not wanted:
+            return target(ChatRequest(messages=messages))
+        schema = wanted.get("json_schema", {}).get("schema") if isinstance(wanted, dict) else None
+        request = ChatRequest(messages=messages, json_schema=schema,
+                              kind=kind_of_prompt(messages[0].text()))
+        answer = optimizer(request)
+        return answer if isinstance(answer, str) else json.dumps(answer)
+
+    return respond
+
+
 def _with_rules(skill: str, rules: list[str]) -> str:
     """``skill`` with ``rules`` added before the protected blocks that end it."""
     head, sep, tail = skill.partition("<!--")
@@ -221,7 +245,9 @@ def _with_rules(skill: str, rules: list[str]) -> str:
         f"{skill.rstrip()}\n\n{added}")
 
 
-def _reader_failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+def reader_failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """The failure analyst of the reader (a :data:`FailureAnalyst`): the format rule behind
+    each kind of failure it is shown, while the skill lacks it; no edit once it has both."""
     edits = []
     sentences = tasks.count("The answer to the question")
     if sentences and not _CONCISE.search(skill):
@@ -234,7 +260,7 @@ def _reader_failures(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
     return {"reasoning": f"{sentences} sentence answers, {years} prefixed years", "edits": edits}
 
 
-reader_optimizer = scripted_optimizer(_reader_failures)
+reader_optimizer = scripted_optimizer(reader_failures)
 """The optimizer of the reader: proposes the format rule behind the failures it is shown."""
 
 

@@ -8,7 +8,9 @@ OpenAI-compatible server does, so a backend is exercised over real HTTP through 
         server.push(Fault.status(429, retry_after=2))   # the next request gets a 429
         ...  # point a client at server.url
 
-Each request body is recorded in ``requests`` (and its headers in ``headers``). A request is
+Each request body is recorded in ``requests`` (and its headers in ``headers``; when its body
+began to be read and its answer was sent, in :func:`time.perf_counter` seconds, in
+``served``, for every POST: what a benchmark counts as the endpoint's own time). A request is
 answered by the next queued :class:`Fault` if there is one, else by ``responder(body)``: a
 string is the reply text, a dict is sent verbatim as the response body (build one with
 :func:`completion_body`). The default responder echoes the last user message. ``faults``, a
@@ -27,6 +29,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -204,6 +207,7 @@ class FakeOpenAIServer:
         self.faults = faults
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.served: list[tuple[float, float]] = []  # POSTs: (body read from, answer sent at)
         self._address = (host, port)
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
@@ -263,6 +267,12 @@ class FakeOpenAIServer:
         """Queue faults; each answers one request, in order, before the responder does."""
         with self._lock:
             self._faults.extend(faults)
+
+    def take_served(self) -> list[tuple[float, float]]:
+        """``served`` so far, and start it afresh (one measurement's requests at a time)."""
+        with self._lock:
+            served, self.served = self.served, []
+        return served
 
     def _next_fault(self) -> Fault | None:
         with self._lock:
@@ -412,8 +422,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._respond(self.server.owner.answer("GET", self.path, self._headers(), b""))
 
     def do_POST(self) -> None:
+        started = time.perf_counter()
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._respond(self.server.owner.answer("POST", self.path, self._headers(), raw))
+        owner = self.server.owner
+        with owner._lock:
+            owner.served.append((started, time.perf_counter()))
 
     def _headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}

@@ -20,7 +20,7 @@ file, the record's line (JSONL) or number (JSON) and the key.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,7 +28,13 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, single_turn
-from skillgrad.envs.data import SplitTasksMixin, load_splits, located_records, skill_file
+from skillgrad.envs.data import (
+    SplitTasksMixin,
+    iter_parsed,
+    load_splits,
+    parse_records,
+    skill_file,
+)
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
@@ -73,21 +79,24 @@ class QAEnvironment(SplitTasksMixin[QAOptions]):
     Options: ClassVar[type[EnvOptions]] = QAOptions
 
     @staticmethod
-    def load_file(path: Path) -> list[QARecord]:
-        """Read and validate one data file (a subclass reads another published format)."""
-        return load_qa_records(path)
+    def load_file(path: Path) -> Iterable[QARecord]:
+        """Read and validate one data file, a record at a time (a subclass reads another
+        published format, and may return a list)."""
+        return iter_parsed(path, parse_record)
 
     @classmethod
     def create(cls, common: EnvCommon, options: QAOptions, base_dir: Path) -> QAEnvironment:
         """Load and split the records named by the config; relative paths are resolved against
-        ``base_dir`` (the config file's folder)."""
+        ``base_dir`` (the config file's folder). Each record becomes its task as it is read,
+        so the records' text is not held beside the tasks'."""
         base_dir = Path(base_dir)
-        records = load_splits(common, options.data_path, base_dir, cls.load_file,
-                              lambda r: r.group)
-        _check_unique_ids([r for split in SPLITS for r in records[split]])
-        tasks = {
-            split: [to_task(r, options.context_chars) for r in records[split]] for split in SPLITS
-        }
+        cut = options.context_chars
+        located = load_splits(
+            common, options.data_path, base_dir,
+            lambda path: [(r.where, to_task(r, cut)) for r in cls.load_file(path)],
+            lambda pair: pair[1].group)
+        _check_unique_ids([pair for split in SPLITS for pair in located[split]])
+        tasks = {split: [task for _, task in located[split]] for split in SPLITS}
         return cls(tasks, options, skill_file(common, base_dir))
 
     def rollout(self, task: Task, skill: str, model: ChatModel) -> RolloutResult:
@@ -118,10 +127,8 @@ class QAEnvironment(SplitTasksMixin[QAOptions]):
 
 
 def load_qa_records(path: Path) -> list[QARecord]:
-    """Read and validate the QA records of one file."""
-    return [
-        parse_record(raw, where) for where, raw in located_records(path)
-    ]
+    """Read and validate the QA records of one file, a record at a time."""
+    return parse_records(path, parse_record)
 
 
 def parse_record(raw: dict[str, Any], where: str) -> QARecord:
@@ -175,15 +182,18 @@ def _got(raw: dict[str, Any], key: str) -> str:
     return f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
 
 
-def _check_unique_ids(records: Sequence[QARecord]) -> None:
-    seen: dict[str, QARecord] = {}
-    for record in records:
-        first = seen.setdefault(record.id, record)
-        if first is not record:
+def _check_unique_ids(located: Sequence[tuple[str, Task]]) -> None:
+    """Refuse a repeated task id, naming both records (``located``: where each task's record
+    is, and the task)."""
+    seen: dict[str, str] = {}
+    for where, task in located:
+        first = seen.get(task.id)
+        if first is not None:
             raise DataError(
-                f"{record.where}: key 'id' {record.id!r} duplicates {first.where}; "
-                "give each record a unique 'id'"
+                f"{where}: key 'id' {task.id!r} duplicates {first}; give each record a "
+                "unique 'id'"
             )
+        seen[task.id] = where
 
 
 def to_task(record: QARecord, context_chars: int) -> Task:
