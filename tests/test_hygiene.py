@@ -88,6 +88,38 @@ def test_a_phrase_only_one_reply_holds_quotes_that_item() -> None:
                       skill="Include the total cost of the additional plants.") is None
 
 
+def test_two_names_or_numbers_of_one_item_describe_it_however_worded() -> None:
+    """A paraphrase that shares no run of words with the task still names its specifics."""
+    results = [_result("t1", "The Northern Plover, a trawler, is 65 metres long.",
+                       "Is the Northern Plover longer than 71 metres?", "wrong"),
+               _result("t2", "Ravenby has a harbour that froze in the winter of 1902.",
+                       "When did the harbour freeze?"),
+               _result("t3", "The mill paid 26,100 crowns for its new wheel.",
+                       "What did the wheel cost?")]
+    evidence = Evidence.of(results)
+    quote = find_quote("When asked if the Plover exceeds 71 metres, compare its length (65 "
+                       "metres) with that.", evidence)
+    assert quote is not None and quote.kind == "names" and quote.task_id == "t1"
+    assert "plover" in quote.quoted and "71" in quote.quoted
+    # one number, or names at the start of a sentence, describe no item
+    assert find_quote("Compare two lengths before you answer yes or no, e.g. 1902 vs 1903.",
+                      evidence) is None
+    assert find_quote("When did it happen? Answer with the year alone.", evidence) is None
+
+
+def test_a_word_of_evaluation_the_agent_never_sees_is_an_echo() -> None:
+    results = [_result(f"t{i}", f"Item {i} is blue.", f"What colour is item {i}?",
+                       f"answer 'it is blue' does not match gold 'blue{i}': it contains the "
+                       "gold answer plus extra words") for i in range(3)]
+    evidence = Evidence.of(results)
+    quote = find_quote("The answer should be the gold answer itself.", evidence)
+    assert quote is not None and quote.kind == "feedback" and quote.quoted == "gold"
+    assert find_quote("Reply with the answer alone, without extra words.", evidence) is None
+    # a word the agent does see is its own to use
+    seen = [_result("t9", "The gold medal went to Oslo.", "Who won the gold?", "wrong")]
+    assert find_quote("Name who won the gold medal.", Evidence.of(results + seen)) is None
+
+
 def test_a_gold_answer_is_an_instance_fact_however_it_is_written() -> None:
     ev = _evidence()
     quote = find_quote("When the question asks about cost, answer 26,100 crowns.", ev)

@@ -4,10 +4,13 @@ is refused before any rollout, so it never costs a gate evaluation and never bec
 A skill has to transfer to tasks it has not seen. Text proposed for it is refused when it
 
 * **quotes a training item**: a gold answer of a task the optimizer was shown, a run of words
-  from one task's input (its question, its context, a tool's output), or a run of words only
-  the agent's reply to one task holds (a phrase it built from that item's specifics);
+  from one task's input (its question, its context, a tool's output), a run of words only
+  the agent's reply to one task holds (a phrase it built from that item's specifics), or two
+  of one task's own names and numbers (capitalised words and numbers of two digits or more
+  that few task inputs hold), however they are worded around;
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
-  (a shorter run when it holds a word only the scorer uses, such as "gold");
+  (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
+  "F1", "scoring") that the feedback uses and the agent never sees;
 * **copies the prompt's scaffolding**: a run of words most task inputs share (the template the
   environment wraps tasks in);
 * **repeats what was refused**: a run of words of a text refused earlier, which the rejected
@@ -38,6 +41,12 @@ COVERAGE_SHARE = 0.5
 # task input and not in the skill, such as "gold"): the agent cannot act on what only the
 # scorer sees.
 SCORER_RUN = 5
+# Words of evaluation, not of any task: one the feedback uses and the agent never sees (in no
+# task input, reply or the skill) is an echo of the scorer wherever it stands ("the gold
+# answer", "keep token F1 high"): the agent cannot act on what only the scorer knows.
+SCORER_TERMS = frozenset({"gold", "f1", "scorer", "scoring", "groundtruth"})
+# A text that names this many of one task's own names and numbers describes that item.
+ITEM_NAMES = 2
 # A gold answer counts as a specific fact when it has this many characters after normalisation
 # (or is a number of two digits or more) and is the answer of at most this share of the tasks
 # shown ("yes", "B" or "0" answer many tasks and name no instance).
@@ -55,7 +64,7 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
-Kind = Literal["instance", "answer", "reply", "feedback", "scaffolding", "refused"]
+Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding", "refused"]
 
 
 def words(text: str) -> list[str]:
@@ -90,6 +99,7 @@ class Quote:
             "instance": f"quotes training item{where}",
             "answer": f"quotes the gold answer of training item{where}",
             "reply": f"quotes the agent's reply to training item{where}",
+            "names": f"names the specifics of training item{where}",
             "feedback": "copies the scorer's feedback",
             "scaffolding": "copies the task prompt's scaffolding",
             "refused": "repeats text refused earlier",
@@ -107,6 +117,7 @@ class Evidence:
     feedback: tuple[tuple[str, ...], ...] = ()
     refused: tuple[tuple[str, ...], ...] = ()
     replies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    names: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -116,10 +127,12 @@ class Evidence:
         inputs: dict[str, tuple[str, ...]] = {}
         answers: dict[str, tuple[str, ...]] = {}
         replies: dict[str, tuple[str, ...]] = {}
+        names: dict[str, frozenset[str]] = {}
         feedback = []
         for r in results:
             shown = " \n ".join(m.text() for m in r.messages if m.role in ("user", "tool"))
             inputs[r.task_id] = tuple(words(shown))
+            names[r.task_id] = frozenset(_names(shown))
             replies[r.task_id] = tuple(words(" \n ".join(
                 m.text() for m in r.messages if m.role == "assistant")))
             if r.reason:
@@ -128,10 +141,22 @@ class Evidence:
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
-                   replies)
+                   replies, names)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies)
+
+
+_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
+_STARTS = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)([A-Z][a-z]+)")
+
+
+def _names(text: str) -> set[str]:
+    """The words of ``text`` that name things: capitalised words that do not begin a sentence
+    or a line, and numbers of two digits or more (normalised as :func:`words` does)."""
+    starts = {m.start(1) for m in _STARTS.finditer(text)}
+    return {words(m.group())[0] for m in _NAME.finditer(text)
+            if m.start() not in starts and words(m.group())}
 
 
 def _strings(reference: Any) -> list[str]:
@@ -156,8 +181,8 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
-            or _refused_quote(mine, own, evidence))
+            or _names_quote(mine, own, evidence) or _reply_quote(mine, own, evidence)
+            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence))
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -205,6 +230,24 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     if n_tasks >= 2 and len(ids) >= SCAFFOLD_SHARE * n_tasks:
         return Quote("scaffolding", quoted)
     return Quote("instance", quoted, ids[0])
+
+
+def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """Two or more names or numbers of one task (that few task inputs hold) in the text."""
+    if not evidence.names:
+        return None
+    held: dict[str, int] = {}
+    for found in evidence.names.values():
+        for name in found:
+            held[name] = held.get(name, 0) + 1
+    n_tasks = len(evidence.names)
+    mine_set, own_set = set(mine), set(own)
+    for task_id, found in evidence.names.items():
+        named = sorted(w for w in found & mine_set - own_set - _STOP
+                       if n_tasks < 2 or held[w] < SCAFFOLD_SHARE * n_tasks)
+        if len(named) >= ITEM_NAMES:
+            return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
+    return None
 
 
 def _reply_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -258,6 +301,11 @@ def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quot
     hits = _in_order(mine, scorer_runs - _runs(own, SCORER_RUN), SCORER_RUN)
     if hits:
         return Quote("feedback", _longest(mine, hits[0], SCORER_RUN, list(evidence.feedback)))
+    seen |= set().union(*map(set, evidence.replies.values()))
+    said_words = set().union(*map(set, evidence.feedback))
+    jargon = [w for w in mine if w in SCORER_TERMS and w in said_words and w not in seen]
+    if jargon:
+        return Quote("feedback", jargon[0])
     short: set[tuple[str, ...]] = set()
     for seq in evidence.feedback:
         short |= _runs(seq, COVERAGE_RUN)
