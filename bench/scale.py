@@ -11,7 +11,7 @@ the checkpoint and the run directory's writes.
 memory: one run of ``--steps`` steps (two epochs) with a small batch; RSS (resident memory) at
 step 20 and at the last step, the growth between them, the size of the checkpoint and the run
 directory, and how many requests the scripted models hold (``ScriptedModel.calls`` keeps the
-latest 1,000). data: data sets of 1k, 10k and 100k training tasks and 5,000 selection tasks,
+latest 100). data: data sets of 1k, 10k and 100k training tasks and 5,000 selection tasks,
 written as a ``split_dir`` of JSONL files the way a user keeps them, trained with the same
 batch size and selection cap; load time (config to trainer), the mean time of a step (the
 first excluded: it also evaluates the initial skill), RSS after loading and at the end, and

@@ -24,7 +24,7 @@ from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.yamlfile import load_yaml_text
 
 log = logging.getLogger(__name__)
-KEPT_CALLS = 1000  # requests a scripted model keeps for inspection
+KEPT_CALLS = 100  # requests a scripted model keeps for inspection
 
 Reply = str | dict[str, Any] | list[Any] | Completion
 
