@@ -22,8 +22,8 @@ EXPECTED = {
                       "constraints"},
     "suggest_failure": ANALYST | {"breakdown"},
     "suggest_success": ANALYST,
-    "merge": {"kind", "meta", "proposals", "max_edits"},
-    "merge_final": {"meta", "failure", "success", "max_edits"},
+    "merge": {"kind", "skill", "meta", "proposals", "max_edits"},
+    "merge_final": {"skill", "meta", "failure", "success", "max_edits"},
     "rank": {"budget", "count", "skill", "meta", "rejected", "edits", "kind"},
     "learning_rate": {"kind", "schedule_budget", "ceiling", "skill", "meta", "rejected",
                       "history", "count", "edits"},
@@ -79,7 +79,7 @@ def test_unknown_template_raises() -> None:
 
 def test_values_are_not_expanded() -> None:
     values = {key: key for key in EXPECTED["merge"]}
-    values["proposals"] = "Use {{kind}} and {{ max_edits }} literally."
+    values["skill"] = "Use {{kind}} and {{ max_edits }} literally."
     values["kind"] = "FAILED"
     text = prompts.render("merge", **values)
     assert "Use {{kind}} and {{ max_edits }} literally." in text

@@ -9,7 +9,7 @@ from skillgrad.models.scripted import ScriptedModel
 from skillgrad.records import Edit, Patch, RejectedStep, RolloutResult
 from skillgrad.stages.aggregate import MergeSettings, aggregate
 from skillgrad.stages.reflect import ReflectSettings, minibatches, reflect
-from skillgrad.stages.render import clip_middle, render_breakdown, render_trajectory
+from skillgrad.stages.render import clip_middle
 from skillgrad.stages.select import SelectSettings, select
 
 SKILL = "# Skill\n\nBe brief.\n"
@@ -56,41 +56,6 @@ def test_reflect_runs_failure_and_success_analysts_per_minibatch() -> None:
         want = "FAILED" if "Below are tasks the agent FAILED" in text else "solved"
         assert shown and all(line.startswith(f"Result: {want}") for line in shown)
         assert "Be brief." in text  # the skill is shown once, above the trajectories
-
-
-def test_each_analyst_call_gets_a_full_minibatch_of_one_outcome() -> None:
-    model = ScriptedModel(fn=lambda req: patch_reply("F" if "FAILED" in prompt(req) else "S"))
-    results = [result(i, i % 2 == 0) for i in range(8)]  # mixed: 4 solved, 4 failed
-    patches = reflect(results, SKILL, model, ReflectSettings(minibatch_size=4, workers=1),
-                      random.Random(3))
-    assert [p.source for p in patches] == ["failure", "success"]
-    shown = sorted(prompt(req).count("### Task ") for req in model.calls)
-    assert shown == [4, 4]  # not four calls of about two tasks each
-
-
-def test_a_trajectory_shows_what_the_optimizer_can_use() -> None:
-    call = {"id": "call_7", "type": "function",
-            "function": {"name": "search", "arguments": '{"query": "q"}'}}
-    failed = RolloutResult(task_id="t-42", answer="x", hard=0.0, soft=0.4, reason="off by 2",
-                           messages=(Message(role="system", content=SKILL),
-                                     Message(role="user", content="Q?"),
-                                     Message(role="assistant", content="", tool_calls=[call]),
-                                     Message(role="tool", content="found"),
-                                     Message(role="assistant", content="x")))
-    text = render_trajectory(failed, 800, 1)
-    assert text == ('### Task 1 (hard 0.00, soft 0.40)\n[user] Q?\n[assistant] tool call: '
-                    'search({"query": "q"})\n[tool] found\n[assistant] x\nResult: FAILED: off by 2\n')
-    assert render_trajectory(result(1, True), 800, 2).startswith("### Task 2\n[user] Q1?")
-
-
-def test_the_breakdown_appears_only_when_it_groups_failures() -> None:
-    def failed(reason: str) -> RolloutResult:
-        return result(0, False).model_copy(update={"reason": reason})
-
-    assert render_breakdown([failed("off by 1.81e+03%"), failed("off by 7.01%")]) == ""
-    assert render_breakdown([failed("never searched"), failed("off by 2%")]) == ""
-    text = render_breakdown([failed("off by 2%"), failed("off by 3%"), failed("never searched")])
-    assert text.splitlines()[1:3] == ["- 2 x off by N%", "- 1 x never searched"]
 
 
 def test_failure_only_skips_success_analysts() -> None:
@@ -142,21 +107,6 @@ def test_hierarchical_merge_groups_levels_and_final_merge() -> None:
     final = prompt(model.calls[-1])
     assert final.index("Fixes from failed tasks") < final.index("Reinforcements from solved")
     assert agg.merged.source == "merged" and agg.merged.edits
-
-
-def test_patches_that_fit_one_group_are_merged_in_one_call() -> None:
-    model = ScriptedModel(fn=lambda req: patch_reply("M"))
-    failures = [Patch(source="failure", reasoning=f"why {i}",
-                      edits=(Edit(op="append", content=f"f{i}"),)) for i in range(2)]
-    successes = [Patch(source="success", edits=(Edit(op="append", content=f"s{i}"),))
-                 for i in range(2)]
-    agg = aggregate(failures + successes, SKILL, model, MergeSettings(merge_batch_size=4))
-    assert len(model.calls) == 1 and [len(level) for level in agg.levels] == [1]
-    final = prompt(model.calls[0])
-    fixes, reinforcements = final.split("Reinforcements from solved")
-    assert "### Proposal 2\nreasoning: why 1" in fixes and "'f0'" in fixes and "'s0'" not in fixes
-    assert "'s0'" in reinforcements and "'s1'" in reinforcements
-    assert "Be brief." not in final  # the analysts read the skill; a merge reads their edits
 
 
 def test_a_single_patch_needs_no_merge_call() -> None:

@@ -1,12 +1,6 @@
 """Aggregate: gradient accumulation. Patches from many minibatches are merged level by level
 in groups of ``merge_batch_size`` (the groups of one level in parallel), failure and success
-patches separately, then one final merge that favours failure fixes. The families are merged
-only as far as needed: once the patches of both fit in one group, the final merge reads them
-all, so a step whose patches fit in one group makes one merge call, not three.
-
-A merge prompt shows the proposals, not the skill: every analyst of the step read the skill
-already, and a merge only folds their edits, keeping their anchors; the reply's schema still
-allows only the skill's own lines as anchors.
+patches separately, then one final merge that favours failure fixes.
 """
 
 from __future__ import annotations
@@ -47,58 +41,51 @@ def aggregate(
 ) -> Aggregation:
     usable = [p for p in patches if p.edits]
     levels: list[list[Patch]] = []
-    failure = [p for p in usable if p.source == "failure"]
-    success = [p for p in usable if p.source == "success"]
-    if not failure and not success:
+    failure = _merge_family([p for p in usable if p.source == "failure"], "failed", skill, model,
+                            settings, levels)
+    success = _merge_family([p for p in usable if p.source == "success"], "solved", skill, model,
+                            settings, levels)
+    if failure is None and success is None:
         return Aggregation(Patch(source="merged", reasoning="no usable proposals"), levels)
-    if not failure or not success:
-        family, kind = (failure, "failed") if failure else (success, "solved")
-        while len(family) > 1:
-            family = _merge_level(family, kind, skill, model, settings, levels)
-        return Aggregation(family[0].model_copy(update={"source": "merged"}), levels)
-    # merge_batch_size >= 2, so this ends by the time each family is down to one patch.
-    while len(failure) + len(success) > settings.merge_batch_size:
-        if len(failure) > 1:
-            failure = _merge_level(failure, "failed", skill, model, settings, levels)
-        if len(success) > 1 and len(failure) + len(success) > settings.merge_batch_size:
-            success = _merge_level(success, "solved", skill, model, settings, levels)
+    if failure is None or success is None:
+        only = failure or success
+        assert only is not None
+        return Aggregation(only.model_copy(update={"source": "merged"}), levels)
     text = prompts.render(
-        "merge_final", meta=settings.meta, failure=_proposals(failure),
-        success=_proposals(success), max_edits=str(settings.max_edits),
+        "merge_final", skill=skill, meta=settings.meta, failure=render_edits(failure.edits),
+        success=render_edits(success.edits), max_edits=str(settings.max_edits),
     )
-    final = _ask_merge("merge_final", text, [*failure, *success], skill, model, settings)
+    final = _ask_merge("merge_final", text, [failure, success], skill, model, settings)
     levels.append([final])
     return Aggregation(final, levels)
 
 
-def _merge_level(
+def _merge_family(
     patches: list[Patch], kind: str, skill: str, model: ChatModel, settings: MergeSettings,
     levels: list[list[Patch]],
-) -> list[Patch]:
-    """One level of a family's merge: its patches in groups of ``merge_batch_size``, each group
-    merged into one patch (the groups in parallel; a group of one is kept as it is)."""
-    groups = [patches[i : i + settings.merge_batch_size]
-              for i in range(0, len(patches), settings.merge_batch_size)]
+) -> Patch | None:
+    if not patches:
+        return None
+    current = patches
+    while len(current) > 1:
+        groups = [current[i : i + settings.merge_batch_size]
+                  for i in range(0, len(current), settings.merge_batch_size)]
 
-    def merge(group: list[Patch]) -> Patch:
-        if len(group) == 1:
-            return group[0]
-        text = prompts.render("merge", kind=kind, meta=settings.meta,
-                              proposals=_proposals(group), max_edits=str(settings.max_edits))
-        return _ask_merge("merge", text, group, skill, model, settings)
+        def merge(group: list[Patch]) -> Patch:
+            if len(group) == 1:
+                return group[0]
+            proposals = "\n\n".join(
+                f"### Proposal {n}\nreasoning: {p.reasoning}\n{render_edits(p.edits)}"
+                for n, p in enumerate(group, 1)
+            )
+            text = prompts.render("merge", kind=kind, skill=skill, meta=settings.meta,
+                                  proposals=proposals,
+                                  max_edits=str(settings.max_edits))
+            return _ask_merge("merge", text, group, skill, model, settings)
 
-    merged = fan_out(merge, groups, settings.workers, "merge")
-    levels.append(merged)
-    return merged
-
-
-def _proposals(patches: Sequence[Patch]) -> str:
-    """Patches as a merge reads them: one patch as its edits, several as numbered proposals
-    with their reasoning."""
-    if len(patches) == 1:
-        return render_edits(patches[0].edits)
-    return "\n\n".join(f"### Proposal {n}\nreasoning: {p.reasoning}\n{render_edits(p.edits)}"
-                       for n, p in enumerate(patches, 1))
+        current = fan_out(merge, groups, settings.workers, "merge")
+        levels.append(current)
+    return current[0]
 
 
 def _ask_merge(

@@ -1,12 +1,9 @@
 """Reflect: the backward pass. The optimizer model reads scored trajectories in minibatches and
 proposes changes to the skill (a textual gradient).
 
-Results are shuffled (seeded), then the failed ones are cut into minibatches of
-``minibatch_size`` for failure-analyst calls and the solved ones likewise for success-analyst
-calls (unless ``failure_only``), all run concurrently. Every call but the last of each outcome
-sees a full minibatch: the analyst sees patterns across a minibatch, never one task at a time,
-and the skill and instructions it reads are sent once for as many trajectories as the
-minibatch allows (cutting the mixed batch first would leave each call only part of one).
+Results are shuffled into minibatches; each minibatch gets a failure-analyst call over its failed
+trajectories and a success-analyst call over its solved ones (unless ``failure_only``), all run
+concurrently. The analyst sees patterns across a minibatch, never one task at a time.
 
 What an analyst proposes depends on the update mode: edits (``patch``), typed revision
 suggestions (``rewrite_from_suggestions``), or, in ``full_rewrite_minibatch``, one call per
@@ -38,7 +35,6 @@ from skillgrad.records import (
     Suggestion,
     Task,
 )
-from skillgrad.skill import protected_spans
 from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, screen_items
 from skillgrad.stages.render import (
     render_breakdown,
@@ -93,11 +89,7 @@ def minibatches(
 ) -> list[list[RolloutResult]]:
     shuffled = list(results)
     rng.shuffle(shuffled)
-    return _chunks(shuffled, size)
-
-
-def _chunks(items: Sequence[RolloutResult], size: int) -> list[list[RolloutResult]]:
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+    return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
 
 
 def reflect(
@@ -110,22 +102,22 @@ def reflect(
     evidence: Evidence = NO_EVIDENCE,
     tasks: Mapping[str, Task] | None = None,
 ) -> list[Patch]:
-    """One patch per analyst call, in a deterministic order (the failure minibatches, then the
-    success ones). ``tasks`` by id supply the expected answers that ``form: rules`` shows.
+    """One patch per analyst call, in a deterministic order (minibatch, then failure/success).
+    ``tasks`` by id supply the expected answers that ``form: rules`` shows.
 
-    In ``full_rewrite_minibatch`` mode there is one call per minibatch of mixed outcomes, over
-    all its tasks, and each patch carries a whole document (or the reason there is none)."""
+    In ``full_rewrite_minibatch`` mode there is one call per minibatch, over all its tasks,
+    and each patch carries a whole document (or the reason there is none)."""
     jobs: list[tuple[int, Literal["failure", "success", "merged"], list[RolloutResult]]] = []
-    batches = minibatches(results, settings.minibatch_size, rng)
-    if settings.mode == "full_rewrite_minibatch":
-        jobs = [(i, "merged", batch) for i, batch in enumerate(batches)]
-    else:
-        shuffled = [r for batch in batches for r in batch]
-        failed = _chunks([r for r in shuffled if not r.success], settings.minibatch_size)
-        jobs = [(i, "failure", batch) for i, batch in enumerate(failed)]
-        if not settings.failure_only:
-            solved = _chunks([r for r in shuffled if r.success], settings.minibatch_size)
-            jobs += [(i, "success", batch) for i, batch in enumerate(solved)]
+    for i, batch in enumerate(minibatches(results, settings.minibatch_size, rng)):
+        if settings.mode == "full_rewrite_minibatch":
+            jobs.append((i, "merged", batch))
+            continue
+        failed = [r for r in batch if not r.success]
+        solved = [r for r in batch if r.success]
+        if failed:
+            jobs.append((i, "failure", failed))
+        if solved and not settings.failure_only:
+            jobs.append((i, "success", solved))
     rejected_text = render_rejected(rejected)
 
     def run(job: tuple[int, Literal["failure", "success", "merged"], list[RolloutResult]]) -> Patch:
@@ -167,7 +159,7 @@ def analyse(
         prompt = prompts.render(
             name, skill=skill, meta=settings.meta, rejected=rejected_text, count=str(len(batch)),
             trajectories=render_trajectories(batch, settings.max_trajectory_chars),
-            max_edits=str(settings.max_edits), constraints=_constraints(skill, settings),
+            max_edits=str(settings.max_edits), constraints=settings.constraints,
             aware=prompts.render(f"skill_aware_{kind}") if aware else "",
             aware_reply=AWARE_REPLY if aware else "",
             **({"breakdown": render_breakdown(batch)} if kind == "failure" else {}))
@@ -208,15 +200,6 @@ def analyse(
                      refused=tuple(refused))
     return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
                  edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused))
-
-
-PROTECTED_RULE = "- Never change text between <!-- NAME_START --> and <!-- NAME_END --> markers.\n"
-
-
-def _constraints(skill: str, settings: ReflectSettings) -> str:
-    """The extra rules of an edit or suggestion analyst: the settings' own, and the rule of the
-    protected blocks when the skill has one (in a skill without any it says nothing)."""
-    return settings.constraints + (PROTECTED_RULE if protected_spans(skill) else "")
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:

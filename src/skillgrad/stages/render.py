@@ -5,7 +5,6 @@ thing reads the same way in every call.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -19,39 +18,22 @@ def render_trajectories(batch: Sequence[RolloutResult], max_chars: int) -> str:
 
 
 def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str:
-    """A trajectory as the optimizer sees it, without the skill (shown once, above).
-
-    The task's id is left out, and so are the scores of a solved task that scored full marks:
-    they tell the optimizer nothing that ``Result: solved`` does not. A tool call reads
-    ``tool call: name(arguments)``, without the call's id and type."""
+    """A trajectory as the optimizer sees it, without the skill (shown once, above)."""
     lines = []
     for msg in result.messages:
         if msg.role == "system":
             continue
-        parts = [msg.text()] if msg.text().strip() else []
-        parts += [f"tool call: {tool_call_text(c)}" for c in msg.tool_calls or ()]
-        lines.append(f"[{msg.role}] " + "\n".join(parts))
+        text = msg.text()
+        if msg.tool_calls:
+            text += "\n(tool calls: " + ", ".join(str(c) for c in msg.tool_calls) + ")"
+        lines.append(f"[{msg.role}] {text}")
     body = clip_middle("\n".join(lines), max_chars)
     # The verdict follows the answer it judges: read in order, the failure explains itself.
-    if result.success:
-        scores = "" if result.soft >= 1.0 else f" (soft {result.soft:.2f})"
-        return f"### Task {number}{scores}\n{body}\nResult: solved\n"
-    return (f"### Task {number} (hard {result.hard:.2f}, soft {result.soft:.2f})\n{body}\n"
-            f"Result: FAILED: {result.reason or 'wrong answer'}\n")
-
-
-def tool_call_text(call: Any) -> str:
-    """A tool call as ``name(arguments)``: an OpenAI-style call (``{"function": {"name",
-    "arguments"}}``) or a flat one (``{"name", "arguments"}``); anything else as it is."""
-    if not isinstance(call, Mapping):
-        return str(call)
-    function = call.get("function", call)
-    if not isinstance(function, Mapping) or "name" not in function:
-        return str(call)
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return f"{function['name']}({arguments})"
+    verdict = "solved" if result.success else f"FAILED: {result.reason or 'wrong answer'}"
+    return (
+        f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
+        f"\n{body}\nResult: {verdict}\n"
+    )
 
 
 def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
@@ -64,8 +46,7 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
     for n, r in enumerate(batch, 1):
         shown = [m.text() for m in r.messages if m.role == "user"]
         lines = [f"### Task {n}", clip_head(shown[0] if shown else "", max_chars // 6)]
-        calls = [tool_call_text(c) for m in r.messages if m.role == "assistant"
-                 for c in m.tool_calls or ()]
+        calls = [str(c) for m in r.messages if m.role == "assistant" for c in m.tool_calls or ()]
         if calls:
             lines.append(f"The agent called {len(calls)} tools: "
                          + clip_middle("; ".join(calls), max_chars // 4))
@@ -222,7 +203,7 @@ def render_edits(edits: Sequence[Edit | Suggestion]) -> str:
 
 
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-_NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)*(?:e[+-]?\d+)?")
+_NUMBER = re.compile(r"(?<![A-Za-z])\d+(?:[.,]\d+)*")
 
 
 def reason_kind(reason: str) -> str:
@@ -233,10 +214,9 @@ def reason_kind(reason: str) -> str:
 
 def render_breakdown(batch: Sequence[RolloutResult], most: int = 5) -> str:
     """How the failures of a minibatch divide into kinds, most common first ("" when they are
-    all of one kind, or each of its own: then the count says nothing the reasons below do
-    not)."""
+    all of one kind or there are fewer than two)."""
     kinds = Counter(reason_kind(r.reason or "wrong answer") for r in batch)
-    if len(kinds) < 2 or len(kinds) == len(batch):
+    if len(batch) < 2 or len(kinds) < 2:
         return ""
     lines = [f"- {n} x {kind}" for kind, n in kinds.most_common(most)]
     if len(kinds) > most:
