@@ -24,6 +24,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Generic, TypeVar, cast
@@ -109,17 +110,24 @@ def iter_parsed(path: Path, parse: Callable[[dict[str, Any], str], T]) -> Iterat
         raise refused
 
 
-def read_data_bytes(path: Path, expected: str) -> bytes:
-    """The bytes of a data file; a missing, unreadable or folder path is one DataError naming
-    it and what was ``expected`` there (e.g. "a JSON file")."""
+@contextmanager
+def data_file_errors(path: Path, expected: str) -> Iterator[None]:
+    """Reading ``path`` inside the block: a missing, unreadable or folder path is one
+    DataError naming it and what was ``expected`` there (e.g. "a JSON file")."""
     try:
-        return path.read_bytes()
+        yield
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise DataError(f"{path}: is a directory, expected {expected}") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def read_data_bytes(path: Path, expected: str) -> bytes:
+    """The bytes of a data file (the errors of :func:`data_file_errors`)."""
+    with data_file_errors(path, expected):
+        return path.read_bytes()
 
 
 def _read_text(path: Path) -> str:
@@ -160,15 +168,9 @@ def _stream_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _open_data(path: Path) -> BinaryIO:
-    """``path`` opened for reading bytes; the errors of :func:`read_data_bytes`."""
-    try:
+    """``path`` opened for reading bytes (the errors of :func:`data_file_errors`)."""
+    with data_file_errors(path, "a .json or .jsonl file"):
         return path.open("rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a .json or .jsonl file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
 
 
 def _decoded_lines(path: Path, fh: BinaryIO) -> Iterator[str]:

@@ -45,6 +45,7 @@ from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
 from skillgrad.envs.data import (
     DATA_SUFFIXES,
     located_records,
+    read_data_bytes,
     require_nonempty,
     resolve_path,
     skill_file,
@@ -171,12 +172,9 @@ def load_questions(path: Path, difficulty: str = "all") -> list[dict[str, Any]]:
 
 
 def _csv_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    raw = read_data_bytes(path, "a CSV file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a CSV file") from None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
     reader = csv.DictReader(io.StringIO(text, newline=""))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.envs.base import SPLITS, Split
+from skillgrad.envs.data import read_data_bytes
 from skillgrad.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -101,14 +102,9 @@ def read_questions(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _reader(path: Path) -> csv.DictReader[str]:
+    raw = read_data_bytes(Path(path), "a CSV file")
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a CSV file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
     return csv.DictReader(io.StringIO(text, newline=""))
