@@ -115,6 +115,10 @@ def test_a_word_of_evaluation_the_agent_never_sees_is_an_echo() -> None:
     quote = find_quote("The answer should be the gold answer itself.", evidence)
     assert quote is not None and quote.kind == "feedback" and quote.quoted == "gold"
     assert find_quote("Reply with the answer alone, without extra words.", evidence) is None
+    # where it only qualifies the next word, screening drops it and keeps the instruction
+    kept = screen("Provide only the exact gold answer, without extra words.", evidence)
+    assert kept.clean == "Provide only the exact answer, without extra words."
+    assert [(part, q.kind) for part, q in kept.removed] == [("gold", "feedback")]
     # a word the agent does see is its own to use
     seen = [_result("t9", "The gold medal went to Oslo.", "Who won the gold?", "wrong")]
     assert find_quote("Name who won the gold medal.", Evidence.of(results + seen)) is None

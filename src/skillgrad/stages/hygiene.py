@@ -356,16 +356,57 @@ class Screened:
 def screen(text: str, evidence: Evidence, skill: str = "") -> Screened:
     """``text`` sentence by sentence: the sentences that quote what the optimizer was shown are
     left out and the rest kept, so that a sound instruction is not lost with a pasted verdict
-    beside it. Nothing is kept when what remains is under three words."""
+    beside it. Nothing is kept when what remains is under three words. A text refused only for a
+    word of evaluation that qualifies the next word ("the gold answer") keeps its instruction
+    without that word, and says so."""
     whole = find_quote(text, evidence, skill)
     if whole is None:
         return Screened(text)
+    repaired = _repaired(text, whole, evidence, skill)
+    if repaired is not None:
+        return repaired
+    return _by_sentence(text, whole, evidence, skill)
+
+
+def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Screened | None:
+    """``text`` refused only for a word of evaluation: without that word where it qualifies the
+    next one, if nothing else is wrong with it then (None: it cannot be repaired so)."""
+    if quote.kind != "feedback" or quote.quoted not in SCORER_TERMS:
+        return None
+    fixed, dropped = _drop_scorer_words(text, evidence, skill)
+    if not dropped or find_quote(fixed, evidence, skill) is not None:
+        return None
+    return Screened(fixed, dropped)
+
+
+def _drop_scorer_words(text: str, evidence: Evidence,
+                       skill: str) -> tuple[str, tuple[tuple[str, Quote], ...]]:
+    """``text`` without the words of evaluation the agent never sees where they qualify the
+    word after them, and each word dropped with why."""
+    said = set().union(*map(set, evidence.feedback)) if evidence.feedback else set()
+    seen = set(words(skill)).union(*map(set, evidence.inputs.values()),
+                                   *map(set, evidence.replies.values()))
+    dropped: list[tuple[str, Quote]] = []
+    for term in sorted(SCORER_TERMS & said - seen):
+        pattern = re.compile(rf"\b{re.escape(term)}\s+(?=[^\W\d_])", re.IGNORECASE)
+        if pattern.search(text):
+            text = pattern.sub("", text)
+            dropped.append((term, Quote("feedback", term)))
+    return text, tuple(dropped)
+
+
+def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Screened:
     sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
-    kept, removed = [], []
+    kept: list[str] = []
+    removed: list[tuple[str, Quote]] = []
     for sentence in sentences:
         quote = find_quote(sentence, evidence, skill)
+        fixed = _repaired(sentence, quote, evidence, skill) if quote is not None else None
         if quote is None:
             kept.append(sentence)
+        elif fixed is not None and fixed.clean is not None:
+            kept.append(fixed.clean)
+            removed.extend(fixed.removed)
         else:
             removed.append((sentence, quote))
     if not removed:  # the quote spans sentences: nothing to keep apart from it
