@@ -171,16 +171,25 @@ class RayEnvironment:
         try:
             kind, value = self._converse(worker, task, skill, model)
         except BaseException:
-            self._ray.kill(worker)
-            replacement = self._spawn()
-            self.workers.append(replacement)
-            self._idle.put(replacement)
+            self._replace(worker)
             raise
         self._idle.put(worker)
         if kind == "failed":
             raise value
         result: RolloutResult = value
         return result
+
+    def _replace(self, worker: Any) -> None:
+        """Retire a worker whose conversation broke off and start one in its place; a failure
+        here is logged, so that the error that broke it off is the one raised."""
+        try:
+            self._ray.kill(worker)
+            replacement = self._spawn()
+        except Exception as exc:  # noqa: BLE001 - the original error goes on; this is logged
+            log.warning("could not replace a Ray worker: %s", _first_line(exc))
+            return
+        self.workers.append(replacement)
+        self._idle.put(replacement)
 
     def _converse(self, worker: Any, task: Task, skill: str, model: ChatModel) -> Message:
         """Serve the worker's model calls until its episode ends: ``("done", result)`` or
