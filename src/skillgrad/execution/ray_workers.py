@@ -131,7 +131,9 @@ def _portable(exc: BaseException) -> BaseException:
     """``exc`` if it survives pickling, else an :class:`ExecutionError` that names it."""
     try:
         pickle.loads(pickle.dumps(exc))
-    except Exception:  # noqa: BLE001 - any pickling failure means: send it as text
+    except (pickle.PicklingError, TypeError, AttributeError, ValueError):
+        # It cannot be sent whole (a lock inside it, an __init__ its pickle cannot call
+        # again): its type and message are.
         return ExecutionError(f"{type(exc).__name__}: {exc}")
     return exc
 
@@ -201,7 +203,7 @@ class RayEnvironment:
             _SERVING.reset(serving)
 
     def _serve(self, worker: Any, task: Task, skill: str, model: ChatModel) -> Message:
-        message = self._get(worker.start.remote(task, skill), task)
+        message = _get(self._ray, worker.start.remote(task, skill), task.id)
         raised: BaseException | None = None  # what this process's client layer raised
         while True:
             kind, value = message
@@ -223,10 +225,7 @@ class RayEnvironment:
                 reply = ("reply", None)
             else:  # pragma: no cover - the protocol has no other message
                 raise ExecutionError(f"Ray worker sent an unknown message {kind!r}")
-            message = self._get(worker.answer.remote(reply), task)
-
-    def _get(self, ref: Any, task: Task) -> Message:
-        return _get(self._ray, ref, task.id)
+            message = _get(self._ray, worker.answer.remote(reply), task.id)
 
 
 def _get(ray: Any, ref: Any, task_id: str) -> Message:

@@ -212,15 +212,38 @@ def _answer_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote 
     return None
 
 
-def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    runs = _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN)
-    runs = {r for r in runs if _content(r) >= 2}
-    if not runs:
-        return None
+def _holders(mine: list[str], own: list[str],
+             sources: Mapping[str, tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
+    """Each run of ``INSTANCE_RUN`` words of ``mine`` (with two content words, not the skill's
+    own) that some of ``sources`` hold, with the ids of those that hold it."""
+    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
     holders: dict[tuple[str, ...], list[str]] = {}
-    for task_id, seq in evidence.inputs.items():
+    for task_id, seq in sources.items() if runs else ():
         for r in runs & _runs(seq, INSTANCE_RUN):
             holders.setdefault(r, []).append(task_id)
+    return holders
+
+
+def _task_counts(per_task: Iterable[Iterable[str]]) -> dict[str, int]:
+    """In how many of the tasks each word is."""
+    counts: dict[str, int] = {}
+    for found in per_task:
+        for w in set(found):
+            counts[w] = counts.get(w, 0) + 1
+    return counts
+
+
+def _unseen_terms(evidence: Evidence, own: Iterable[str]) -> set[str]:
+    """The words of evaluation the feedback uses that the agent never sees (in no task input,
+    no reply, not in the skill)."""
+    said = set().union(*map(set, evidence.feedback))
+    seen = set(own).union(*map(set, evidence.inputs.values()),
+                          *map(set, evidence.replies.values()))
+    return set(SCORER_TERMS & said - seen)
+
+
+def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    holders = _holders(mine, own, evidence.inputs)
     if not holders:
         return None
     n_tasks = len(evidence.inputs)
@@ -236,10 +259,7 @@ def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     """Two or more names or numbers of one task (that few task inputs hold) in the text."""
     if not evidence.names:
         return None
-    held: dict[str, int] = {}
-    for found in evidence.names.values():
-        for name in found:
-            held[name] = held.get(name, 0) + 1
+    held = _task_counts(evidence.names.values())
     n_tasks = len(evidence.names)
     mine_set, own_set = set(mine), set(own)
     for task_id, found in evidence.names.items():
@@ -254,18 +274,11 @@ def _reply_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     """A run of words the agent wrote in its reply to one task (or a few: fewer than the
     scaffolding share) that holds a word of that task's own input. What most replies share is
     the agent's usual phrasing, and a run of only general words is a general rule."""
-    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
-    if not runs:
+    holders = _holders(mine, own, evidence.replies)
+    if not holders:
         return None
-    holders: dict[tuple[str, ...], list[str]] = {}
-    for task_id, seq in evidence.replies.items():
-        for r in runs & _runs(seq, INSTANCE_RUN):
-            holders.setdefault(r, []).append(task_id)
     n_tasks = len(evidence.replies)
-    shared: dict[str, int] = {}  # in how many task inputs each word is
-    for seq in evidence.inputs.values():
-        for w in set(seq):
-            shared[w] = shared.get(w, 0) + 1
+    shared = _task_counts(evidence.inputs.values())  # in how many task inputs each word is
     common = {w for w, n in shared.items() if n >= 2 and n >= SCAFFOLD_SHARE * len(evidence.inputs)}
 
     def of_item(run: tuple[str, ...], task_id: str) -> bool:
@@ -301,9 +314,8 @@ def _feedback_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quot
     hits = _in_order(mine, scorer_runs - _runs(own, SCORER_RUN), SCORER_RUN)
     if hits:
         return Quote("feedback", _longest(mine, hits[0], SCORER_RUN, list(evidence.feedback)))
-    seen |= set().union(*map(set, evidence.replies.values()))
-    said_words = set().union(*map(set, evidence.feedback))
-    jargon = [w for w in mine if w in SCORER_TERMS and w in said_words and w not in seen]
+    terms = _unseen_terms(evidence, own)
+    jargon = [w for w in mine if w in terms]
     if jargon:
         return Quote("feedback", jargon[0])
     short: set[tuple[str, ...]] = set()
@@ -383,11 +395,8 @@ def _drop_scorer_words(text: str, evidence: Evidence,
                        skill: str) -> tuple[str, tuple[tuple[str, Quote], ...]]:
     """``text`` without the words of evaluation the agent never sees where they qualify the
     word after them, and each word dropped with why."""
-    said = set().union(*map(set, evidence.feedback)) if evidence.feedback else set()
-    seen = set(words(skill)).union(*map(set, evidence.inputs.values()),
-                                   *map(set, evidence.replies.values()))
     dropped: list[tuple[str, Quote]] = []
-    for term in sorted(SCORER_TERMS & said - seen):
+    for term in sorted(_unseen_terms(evidence, words(skill))):
         pattern = re.compile(rf"\b{re.escape(term)}\s+(?=[^\W\d_])", re.IGNORECASE)
         if pattern.search(text):
             text = pattern.sub("", text)
