@@ -8,7 +8,13 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from skillgrad.config import ResolvedConfig, SkillgradConfig, load_config
+from skillgrad.config import (
+    SMALL_OPTIMIZER_GRADIENT,
+    GradientSection,
+    ResolvedConfig,
+    SkillgradConfig,
+    load_config,
+)
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.qa import QAEnvironment, QAOptions
 from skillgrad.errors import ConfigError
@@ -133,7 +139,10 @@ def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
 
 def test_empty_file_gives_defaults(tmp_path: Path) -> None:
     path = write(tmp_path / "empty.yaml", "")
-    assert load_config(path).config == SkillgradConfig()
+    config = load_config(path).config
+    # Both roles default to the embedded model, a small optimizer: its gradient defaults.
+    assert config.gradient == GradientSection(**SMALL_OPTIMIZER_GRADIENT)
+    assert config.model_copy(update={"gradient": GradientSection()}) == SkillgradConfig()
 
 
 # ----------------------------------------------------------------------------- unknown keys

@@ -167,6 +167,29 @@ def test_rules_need_the_patch_mode(toy_dir: Path, optimizer: dict[str, Any]) -> 
         load_config(cfg)
 
 
+EMBEDDED_OPTIMIZER = "model.optimizer={backend: embedded}"
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ([], (1, "edits")),  # a scripted optimizer: the plain defaults
+    ([EMBEDDED_OPTIMIZER], (3, "rules")),  # a small local one: three sampled rules a step
+    ([EMBEDDED_OPTIMIZER, "gradient.proposals=1"], (1, "rules")),  # what the config sets wins
+    ([EMBEDDED_OPTIMIZER, "gradient.proposal_form=edits"], (3, "edits")),
+    ([EMBEDDED_OPTIMIZER, "optimizer.skill_update_mode=rewrite_from_suggestions"], (3, "edits")),
+    ([EMBEDDED_OPTIMIZER, "optimizer.use_skill_aware_reflection=true"], (3, "edits")),
+])
+def test_a_small_local_optimizer_samples_rules_unless_told_otherwise(
+        toy_dir: Path, overrides: list[str], expected: tuple[int, str]) -> None:
+    resolved = load_config(toy_config(toy_dir), overrides)
+    g = resolved.config.gradient
+    assert (g.proposals, g.proposal_form) == expected
+    assert g.failure_only == (EMBEDDED_OPTIMIZER in overrides)
+    written = resolved.resolved()["gradient"]  # what the run directory records, and resumes by
+    assert (written["proposals"], written["proposal_form"]) == expected
+    explicit = load_config(toy_config(toy_dir, gradient={"failure_only": False}), overrides)
+    assert explicit.config.gradient.failure_only is False
+
+
 def test_proposals_are_bounded(toy_dir: Path) -> None:
     with pytest.raises(ConfigError, match="gradient.proposals"):
         load_config(toy_config(toy_dir, gradient={"proposals": 9}))

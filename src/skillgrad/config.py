@@ -70,13 +70,15 @@ class GradientSection(Section):
     proposals: int = Field(
         1, ge=1, le=8, description="candidates made per step, each from its own sampled "
         "reflection; with more than one, each is rolled out on the step's training tasks and "
-        "the best that beats the current skill there goes to the gate")
+        "the best that beats the current skill there goes to the gate (default 1; 3 with a "
+        "small local optimizer)")
     line_ablations: int = Field(
         0, ge=0, le=8, description="also screen candidates that each delete one instruction "
         "line of the current skill (the latest first, up to this many a step)")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
-        "from each failed reply set beside its expected answer, appended as bullets")
+        "from each failed reply set beside its expected answer, appended as bullets (default "
+        "edits; rules with a small local optimizer, where the update mode allows them)")
 
 
 class OptimizerSection(Section):
@@ -455,6 +457,7 @@ def validate(
             classes[role].Options, extra, f"model.{role}", origins,
             also=tuple(RoleSection.model_fields),
         ))
+    cfg = _small_optimizer_defaults(cfg, classes["optimizer"])
     _check_target_vision(cfg, env_cls, classes["target"])
     _check_target_tools(cfg, env_options, classes["target"])
     if getattr(env_options, "mode", None) == "agent" and not getattr(
@@ -476,6 +479,32 @@ def _role_defaults(role: str, options: BaseModel) -> BaseModel:
     if "prefix_slots" in type(options).model_fields and getattr(options, "prefix_slots", 0) is None:
         return options.model_copy(update={"prefix_slots": PREFIX_SLOTS[role]})
     return options
+
+
+# The gradient keys a config leaves unset take these values when the optimizer's backend says
+# it is a small local model (``small_optimizer = True``, the embedded one): asked once for
+# anchored edits, it pastes the scorer's reasons and replaces lines by themselves; asked three
+# times at rising temperatures for plain rules, each failed reply beside its expected answer,
+# it usually writes one that helps, and the screen finds it. Its success analyses add little
+# but cost and runaway replies (README: "Proposals").
+SMALL_OPTIMIZER_GRADIENT: dict[str, Any] = {"proposals": 3, "proposal_form": "rules",
+                                            "failure_only": True}
+
+
+def _small_optimizer_defaults(cfg: SkillgradConfig, optimizer_cls: Any) -> SkillgradConfig:
+    """``cfg`` with :data:`SMALL_OPTIMIZER_GRADIENT` filled in for the keys it leaves unset,
+    when the optimizer is a small local model. The rules form is left out where the update
+    mode cannot take it (a rewrite mode, or skill-aware reflection)."""
+    if not getattr(optimizer_cls, "small_optimizer", False):
+        return cfg
+    o = cfg.optimizer
+    update = {k: v for k, v in SMALL_OPTIMIZER_GRADIENT.items()
+              if k not in cfg.gradient.model_fields_set}
+    if o.skill_update_mode != "patch" or o.use_skill_aware_reflection:
+        update.pop("proposal_form", None)
+    if not update:
+        return cfg
+    return cfg.model_copy(update={"gradient": cfg.gradient.model_copy(update=update)})
 
 
 def _env_keys(name: str) -> dict[str, Any] | None:

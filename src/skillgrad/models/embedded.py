@@ -218,6 +218,9 @@ class EmbeddedBackend:
     Options = EmbeddedOptions
     accepts_images = False  # llama.cpp's text models here have no vision (see build.py)
     accepts_tools = False  # no native tool calling: environments use the text protocol
+    # As optimizer, a small local model learns more from sampled plain rules, screened on the
+    # step's tasks, than from one set of anchored edits (config.SMALL_OPTIMIZER_GRADIENT).
+    small_optimizer = True
 
     @classmethod
     def create(cls, options: EmbeddedOptions, base_dir: Path) -> EmbeddedModel:

@@ -128,7 +128,11 @@ def night_config(settings: Mapping[str, Any], section: SleepSection, tasks_path:
     raw: dict[str, Any] = {
         "train": {"num_epochs": 1, "batch_size": batch,
                   "steps_per_epoch": max(1, math.ceil(n_train / batch))},
-        "gradient": {"minibatch_size": batch},
+        # One analysis a step in anchored edits, whatever the optimizer (not the trainer's
+        # default for a small one): a session's task is judged, with no answer to set a
+        # reply beside; the project's own gradient keys still win.
+        "gradient": {"minibatch_size": batch, "proposals": 1, "proposal_form": "edits",
+                     "failure_only": False},
         "optimizer": {"learning_rate": 2, "min_learning_rate": 1},
         "evaluation": {"gate_no_regression": True, "eval_test": False},
         "env": {"name": "sleep", "tasks_path": str(tasks_path), "mode": section.mode,
