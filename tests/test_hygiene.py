@@ -156,6 +156,13 @@ def test_a_sound_sentence_is_kept_apart_from_a_pasted_verdict() -> None:
     assert screen("It contains the gold answer plus extra words.", _evidence()).clean is None
 
 
+def test_a_bullet_keeps_its_marker_when_its_first_sentence_is_left_out() -> None:
+    result = screen("- Check the answer: it contains the gold answer plus extra words, and "
+                    "scoring is exact match. Instead, reply with the shortest phrase.",
+                    _evidence())
+    assert result.clean == "- Reply with the shortest phrase."
+
+
 def test_text_refused_earlier_stays_refused_when_it_comes_back() -> None:
     """The rejected buffer shows a refused text again; proposing it again is still refused,
     even in a step whose own feedback no longer holds it."""

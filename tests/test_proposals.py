@@ -18,7 +18,7 @@ from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task
 from skillgrad.settings import sample_temperature
 from skillgrad.stages.render import compare_reply, render_contrast, render_expected
-from skillgrad.stages.replies import rule_edit
+from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 
 
 def _sampled(folder: Path, helpful: bool = True, proposals: int = 3) -> Path:
@@ -165,6 +165,22 @@ def test_rules_need_the_patch_mode(toy_dir: Path, optimizer: dict[str, Any]) -> 
     cfg = toy_config(toy_dir, gradient={"proposal_form": "rules"}, optimizer=optimizer)
     with pytest.raises(ConfigError, match="proposal_form: rules"):
         load_config(cfg)
+
+
+@pytest.mark.parametrize(("written", "rules"), [
+    # a quoted list written into one string, its closing brackets after it
+    ("Reply with 'Step one:', 'Before you answer, check the units.']}",
+     ["Reply with 'Step one:", "Before you answer, check the units."]),
+    ("['Reply briefly.', \"Check the units.\"]", ["Reply briefly.", "Check the units."]),
+    # quotes and brackets that belong to the rule
+    ("Reply with 'yes' or 'no'.", ["Reply with 'yes' or 'no'."]),
+    ('Say "done" when finished.', ['Say "done" when finished.']),
+    ("Give the list as [a, b].", ["Give the list as [a, b]."]),
+])
+def test_a_quoted_list_in_one_rule_is_its_rules(written: str, rules: list[str]) -> None:
+    assert split_rules(written) == rules
+    edits = RulesReply(rules=[written]).to_edits(support=1)
+    assert [e.content for e in edits] == [f"- {r}" for r in rules]
 
 
 EMBEDDED_OPTIMIZER = "model.optimizer={backend: embedded}"

@@ -353,6 +353,7 @@ NO_EVIDENCE = Evidence()
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s*,?\s+", re.I)
 
 
@@ -405,7 +406,9 @@ def _drop_scorer_words(text: str, evidence: Evidence,
 
 
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Screened:
-    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    marker = _MARKER.match(text)  # a bullet or number stays with what is kept of its item
+    head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
+    sentences = [s for s in _SENTENCE_END.split(body.strip()) if s.strip()]
     kept: list[str] = []
     removed: list[tuple[str, Quote]] = []
     for sentence in sentences:
@@ -425,7 +428,7 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Scr
     rest = rest[:1].upper() + rest[1:]
     if len(words(rest)) < 3 or find_quote(rest, evidence, skill) is not None:
         return Screened(None, ((text, whole),))
-    return Screened(rest, tuple(removed))
+    return Screened(head + rest, tuple(removed))
 
 
 def screen_items(

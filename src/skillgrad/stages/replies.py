@@ -74,7 +74,26 @@ class RulesReply(BaseModel):
         return self.difference
 
     def to_edits(self, support: int) -> list[Edit]:
-        return [rule_edit(r, support, self.difference) for r in self.rules if r.strip()]
+        return [rule_edit(piece, support, self.difference)
+                for r in self.rules for piece in split_rules(r) if piece.strip()]
+
+
+# A small model sometimes writes several rules as one string that holds a quoted list, with the
+# list's closing brackets after it ("Reply with 'a', 'b']}"): found by that quote-and-bracket
+# end (or a bracket-and-quote start), cut at each quote-comma-quote.
+_DEBRIS_END = re.compile(r"""['"]\s*[\]}][\]}\s'"]*$""")
+_DEBRIS_START = re.compile(r"""^\s*[\[{]+\s*['"]""")
+_ITEM_SEP = re.compile(r"""['"]\s*,\s*['"]""")
+
+
+def split_rules(rule: str) -> list[str]:
+    """``rule`` as the rules it holds: itself, or the items of a quoted list written into it,
+    each without the quotes and brackets around it."""
+    text = rule.strip()
+    if not (_DEBRIS_END.search(text) or _DEBRIS_START.match(text)):
+        return [text]
+    text = _DEBRIS_END.sub("", _DEBRIS_START.sub("", text))
+    return [p.strip().strip("'\"").strip() for p in _ITEM_SEP.split(text) if p.strip()]
 
 
 # The rules prompt calls the reference "the expected answer"; the agent only knows its answer.
