@@ -156,6 +156,31 @@ def test_a_sound_sentence_is_kept_apart_from_a_pasted_verdict() -> None:
     assert screen("It contains the gold answer plus extra words.", _evidence()).clean is None
 
 
+def test_the_name_every_task_of_one_group_shares_is_still_that_items() -> None:
+    """A step whose tasks all ask about one ferry: its name is in every input, and still not
+    scaffolding, since the tasks are one group."""
+    context = ("The Silver Gannet is a ferry launched in 2018 at the Calford shipyard. She is "
+               "107 metres long and carries a crew of 7.")
+    questions = {"g1": "Is the Silver Gannet longer than 113 metres?",
+                 "g2": "When was the Silver Gannet launched?",
+                 "g3": "How long is the Silver Gannet?",
+                 "g4": "Where was the Silver Gannet built?"}
+    results = [_result(i, context, q, "answer 'Yes' does not match gold 'no'" if i == "g1"
+                       else "") for i, q in questions.items()]
+    rule = "Reply with 'no' if the Silver Gannet is not longer than 113 metres."
+
+    def quote(group: str | None) -> Any:
+        tasks = {i: Task(id=i, prompt="", reference=["x"], group=group) for i in questions}
+        return find_quote(rule, Evidence.of(results, tasks))
+
+    found = quote("ferry")
+    assert found is not None and found.kind == "names" and "113" in found.quoted
+    assert quote(None) is None  # four separate items sharing a name: only 113 is one item's
+    assert find_quote("Reply with 'no' when the thing asked about is shorter.",
+                      Evidence.of(results, {i: Task(id=i, prompt="", group="ferry")
+                                            for i in questions})) is None
+
+
 def test_a_bullet_keeps_its_marker_when_its_first_sentence_is_left_out() -> None:
     result = screen("- Check the answer: it contains the gold answer plus extra words, and "
                     "scoring is exact match. Instead, reply with the shortest phrase.",

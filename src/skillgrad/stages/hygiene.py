@@ -110,7 +110,8 @@ class Quote:
 @dataclass(frozen=True)
 class Evidence:
     """What the optimizer was shown: each task's input words, gold answers, the agent's reply
-    words, failure reasons."""
+    words, failure reasons; ``groups``, the group of each task that has one (tasks about one
+    document, entity or room)."""
 
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -118,6 +119,7 @@ class Evidence:
     refused: tuple[tuple[str, ...], ...] = ()
     replies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     names: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    groups: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -128,6 +130,7 @@ class Evidence:
         answers: dict[str, tuple[str, ...]] = {}
         replies: dict[str, tuple[str, ...]] = {}
         names: dict[str, frozenset[str]] = {}
+        groups: dict[str, str] = {}
         feedback = []
         for r in results:
             shown = " \n ".join(m.text() for m in r.messages if m.role in ("user", "tool"))
@@ -140,8 +143,10 @@ class Evidence:
             task = (tasks or {}).get(r.task_id)
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
+                if task.group is not None:
+                    groups[r.task_id] = task.group
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
-                   replies, names)
+                   replies, names, groups)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies)
@@ -256,15 +261,19 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
 
 
 def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    """Two or more names or numbers of one task (that few task inputs hold) in the text."""
+    """Two or more names or numbers of one task in the text, each held by one of the step's
+    task groups only or by fewer than half of them. Tasks about one entity, all naming it, are
+    one group: its name is still that item's, however many of the step's tasks hold it."""
     if not evidence.names:
         return None
-    held = _task_counts(evidence.names.values())
-    n_tasks = len(evidence.names)
+    by_group: dict[str, set[str]] = {}
+    for task_id, found in evidence.names.items():
+        by_group.setdefault(evidence.groups.get(task_id, f"task:{task_id}"), set()).update(found)
+    held = _task_counts(by_group.values())
+    common = max(2.0, SCAFFOLD_SHARE * len(by_group))  # held by this many groups: scaffolding
     mine_set, own_set = set(mine), set(own)
     for task_id, found in evidence.names.items():
-        named = sorted(w for w in found & mine_set - own_set - _STOP
-                       if n_tasks < 2 or held[w] < SCAFFOLD_SHARE * n_tasks)
+        named = sorted(w for w in found & mine_set - own_set - _STOP if held[w] < common)
         if len(named) >= ITEM_NAMES:
             return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
     return None
