@@ -7,7 +7,7 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   from one task's input (its question, its context, a tool's output), a run of words only
   the agent's reply to one task holds (a phrase it built from that item's specifics), or two
   of one task's own names and numbers (capitalised words and numbers of two digits or more
-  that few task inputs hold), however they are worded around;
+  that one task group holds, or few), however they are worded around;
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
   (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
   "F1", "scoring") that the feedback uses and the agent never sees;
