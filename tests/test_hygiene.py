@@ -181,6 +181,22 @@ def test_the_name_every_task_of_one_group_shares_is_still_that_items() -> None:
                                             for i in questions})) is None
 
 
+def test_the_optimizers_own_instructions_are_not_a_rule() -> None:
+    """A small optimizer copies the prompt's instructions to it into its rules; each of
+    skillgrad's prompt templates counts, as the words it fixes."""
+    copied = ("If the agent's reply misses part of it, say what to include. If the agent's "
+              "reply took wrong steps, say which steps to take.")
+    quote = find_quote(copied, _evidence())
+    assert quote is not None and quote.kind == "instructions"
+    assert "say what to include" in quote.quoted
+    assert "optimizer prompt's own instructions" in quote.reason()
+    assert find_quote("Before you answer, leave out every word the question did not ask for.",
+                      _evidence()) is None
+    mine = Evidence.of([], None, instructions=["Tell the agent to reply in one short plain line."])
+    assert find_quote("Always reply in one short plain line.", mine) is not None
+    assert find_quote(copied, mine) is None  # only the prompts given count
+
+
 def test_a_bullet_keeps_its_marker_when_its_first_sentence_is_left_out() -> None:
     result = screen("- Check the answer: it contains the gold answer plus extra words, and "
                     "scoring is exact match. Instead, reply with the shortest phrase.",

@@ -14,6 +14,15 @@ def template(name: str) -> str:
     return files(__package__).joinpath(f"{name}.md").read_text(encoding="utf-8")
 
 
+@cache
+def fixed_texts() -> tuple[str, ...]:
+    """Every template's own words: its text with each placeholder cut out (a line break in
+    its place), in name order."""
+    names = sorted(f.name.removesuffix(".md") for f in files(__package__).iterdir()
+                   if f.name.endswith(".md"))
+    return tuple(_PLACEHOLDER.sub("\n", template(n)) for n in names)
+
+
 def placeholders(text: str) -> set[str]:
     return set(_PLACEHOLDER.findall(text))
 

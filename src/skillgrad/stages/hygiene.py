@@ -12,7 +12,8 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
   "F1", "scoring") that the feedback uses and the agent never sees;
 * **copies the prompt's scaffolding**: a run of words most task inputs share (the template the
-  environment wraps tasks in);
+  environment wraps tasks in), or a run of the optimizer's own instructions (its prompt
+  templates' fixed text: "if they miss part of it, say what to include");
 * **repeats what was refused**: a run of words of a text refused earlier, which the rejected
   buffer shows the optimizer (so a refusal is not undone by proposing it again later).
 
@@ -26,8 +27,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
+from skillgrad import prompts
 from skillgrad.records import Edit, Refused, RolloutResult, Suggestion, Task
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
@@ -64,7 +67,8 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
-Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding", "refused"]
+Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
+               "instructions", "refused"]
 
 
 def words(text: str) -> list[str]:
@@ -102,6 +106,7 @@ class Quote:
             "names": f"names the specifics of training item{where}",
             "feedback": "copies the scorer's feedback",
             "scaffolding": "copies the task prompt's scaffolding",
+            "instructions": "copies the optimizer prompt's own instructions",
             "refused": "repeats text refused earlier",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
@@ -111,7 +116,7 @@ class Quote:
 class Evidence:
     """What the optimizer was shown: each task's input words, gold answers, the agent's reply
     words, failure reasons; ``groups``, the group of each task that has one (tasks about one
-    document, entity or room)."""
+    document, entity or room); ``instructions``, the words of the optimizer's own prompts."""
 
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -120,12 +125,14 @@ class Evidence:
     replies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     names: Mapping[str, frozenset[str]] = field(default_factory=dict)
     groups: Mapping[str, str] = field(default_factory=dict)
+    instructions: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
-           refused: Sequence[str] = ()) -> Evidence:
+           refused: Sequence[str] = (), instructions: Sequence[str] | None = None) -> Evidence:
         """The evidence of a step's rollouts (``tasks`` by id supply the gold answers;
-        ``refused``: texts refused earlier that the optimizer is shown again)."""
+        ``refused``: texts refused earlier that the optimizer is shown again;
+        ``instructions``: the optimizer's prompts, by default skillgrad's templates)."""
         inputs: dict[str, tuple[str, ...]] = {}
         answers: dict[str, tuple[str, ...]] = {}
         replies: dict[str, tuple[str, ...]] = {}
@@ -145,11 +152,14 @@ class Evidence:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
                 if task.group is not None:
                     groups[r.task_id] = task.group
+        if instructions is None:
+            instructions = prompts.fixed_texts()
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
-                   replies, names, groups)
+                   replies, names, groups, tuple(tuple(words(t)) for t in instructions))
 
     def __bool__(self) -> bool:
-        return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies)
+        return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
+                    or self.instructions)
 
 
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
@@ -187,7 +197,23 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
             or _names_quote(mine, own, evidence) or _reply_quote(mine, own, evidence)
-            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence))
+            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence)
+            or _instructions_quote(mine, own, evidence))
+
+
+def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """A run of the optimizer prompt's own words (two of them content words) in the text."""
+    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
+    hits = _in_order(mine, runs & _instruction_runs(evidence.instructions), INSTANCE_RUN)
+    if not hits:
+        return None
+    quoted = _longest(mine, hits[0], INSTANCE_RUN, list(evidence.instructions))
+    return Quote("instructions", quoted)
+
+
+@cache
+def _instruction_runs(instructions: tuple[tuple[str, ...], ...]) -> frozenset[tuple[str, ...]]:
+    return frozenset(r for seq in instructions for r in _runs(seq, INSTANCE_RUN))
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
