@@ -34,6 +34,7 @@ cost, and each adopted skill's lines that quote a training item or the scorer's 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import random
@@ -51,6 +52,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from skillgrad import prompts
 from skillgrad.build import build_clients, build_environment
 from skillgrad.config import ResolvedConfig, load_config
 from skillgrad.envs.base import Environment
@@ -201,10 +203,13 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
 
 
 def quoted_lines(skill: str, initial: str, results: Sequence[RolloutResult],
-                 tasks: Mapping[str, Task]) -> list[dict[str, Any]]:
+                 tasks: Mapping[str, Task], prompts_shown: Sequence[str] = ()
+                 ) -> list[dict[str, Any]]:
     """Every line of ``skill`` that ``initial`` does not have and that quotes a training item,
-    a gold answer or the scorer's feedback in ``results`` (what the method was shown)."""
-    evidence = Evidence.of(results, tasks)
+    a gold answer or the scorer's feedback in ``results`` (what the method was shown), or the
+    instructions of skillgrad's prompts or of ``prompts_shown`` (the method's own)."""
+    evidence = Evidence.of(results, tasks,
+                           instructions=[*prompts.fixed_texts(), *prompts_shown])
     own = set(initial.splitlines())
     found = []
     for number, line in enumerate(skill.splitlines(), 1):
@@ -216,6 +221,18 @@ def quoted_lines(skill: str, initial: str, results: Sequence[RolloutResult],
                           "task_id": quote.task_id, "quoted": quote.quoted,
                           "reason": quote.reason()})
     return found
+
+
+def method_prompts(method: str) -> list[str]:
+    """The fixed text of the prompts a method writes its skill from, beside skillgrad's: a
+    small model copies its instructions into the skill."""
+    if method == "oneshot":
+        return [ONESHOT_PROMPT.replace("{skill}", "\n").replace("{examples}", "\n")]
+    if method == "gepa" and importlib.util.find_spec("gepa") is not None:
+        from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+        return [str(InstructionProposalSignature.default_prompt_template)]
+    return []
 
 
 def new_lines(skill: str, initial: str) -> int:
@@ -455,7 +472,8 @@ class Harness:
                   "train": {**trained.pop("usage"), "seconds": round(seconds, 3)},
                   "test": self.score_test(skill, folder),
                   "new_lines": new_lines(skill, self.initial) if method != "none" else 0,
-                  "quotes": quoted_lines(skill, self.initial, shown, self.train_by_id)
+                  "quotes": quoted_lines(skill, self.initial, shown, self.train_by_id,
+                                         method_prompts(method))
                   if method != "none" else [],
                   **trained}
         (folder / "compare_skill.md").write_text(skill, encoding="utf-8")

@@ -181,6 +181,17 @@ def test_the_quote_listing_finds_a_planted_leak() -> None:
     assert [q["kind"] for q in quotes] == ["feedback"]
 
 
+def test_the_quote_listing_finds_a_methods_own_instructions() -> None:
+    """The one-shot skill of a small model copies the one-shot prompt's rules into itself."""
+    initial = "# Skill\n\nAnswer the question.\n"
+    copied = ("2. Write the complete improved skill: the procedure and the answer form that let "
+              "the agent solve tasks like these.")
+    skill = initial + copied + "\n"
+    quotes = compare.quoted_lines(skill, initial, [], {}, compare.method_prompts("oneshot"))
+    assert [(q["line"], q["kind"]) for q in quotes] == [(copied, "instructions")]
+    assert compare.quoted_lines(skill, initial, [], {}) == []  # not skillgrad's own prompts
+
+
 def test_a_oneshot_document_loses_the_wrapper_a_small_model_copies() -> None:
     assert compare.unwrap("<skill>\n# Skill\n\nAnswer.\n</skill>") == "# Skill\n\nAnswer."
     assert compare.unwrap("```markdown\n# Skill\n```") == "# Skill"
