@@ -84,6 +84,12 @@ def _content(run: Iterable[str]) -> int:
     return sum(1 for w in run if w not in _STOP)
 
 
+def _new_runs(mine: Sequence[str], own: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    """The runs of ``n`` words of ``mine`` that the skill (``own``) does not hold, each with
+    two content words at least: the runs that may quote something."""
+    return {r for r in _runs(mine, n) - _runs(own, n) if _content(r) >= 2}
+
+
 def _in_order(mine: Sequence[str], runs: set[tuple[str, ...]], n: int) -> list[int]:
     """The positions in ``mine`` where one of ``runs`` (of ``n`` words) starts, in order."""
     return [i for i in range(len(mine) - n + 1) if tuple(mine[i : i + n]) in runs]
@@ -203,7 +209,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
     """A run of the optimizer prompt's own words (two of them content words) in the text."""
-    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
+    runs = _new_runs(mine, own, INSTANCE_RUN)
     hits = _in_order(mine, runs & _instruction_runs(evidence.instructions), INSTANCE_RUN)
     if not hits:
         return None
@@ -217,7 +223,7 @@ def _instruction_runs(instructions: tuple[tuple[str, ...], ...]) -> frozenset[tu
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    runs = {r for r in _runs(mine, SCORER_RUN) - _runs(own, SCORER_RUN) if _content(r) >= 2}
+    runs = _new_runs(mine, own, SCORER_RUN)
     for seq in evidence.refused:
         hits = _in_order(mine, runs & _runs(seq, SCORER_RUN), SCORER_RUN)
         if hits:
@@ -247,7 +253,7 @@ def _holders(mine: list[str], own: list[str],
              sources: Mapping[str, tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
     """Each run of ``INSTANCE_RUN`` words of ``mine`` (with two content words, not the skill's
     own) that some of ``sources`` hold, with the ids of those that hold it."""
-    runs = {r for r in _runs(mine, INSTANCE_RUN) - _runs(own, INSTANCE_RUN) if _content(r) >= 2}
+    runs = _new_runs(mine, own, INSTANCE_RUN)
     holders: dict[tuple[str, ...], list[str]] = {}
     for task_id, seq in sources.items() if runs else ():
         for r in runs & _runs(seq, INSTANCE_RUN):
