@@ -14,6 +14,8 @@ Accepted file formats (by suffix, case-insensitive):
 A UTF-8 byte-order mark is tolerated; any other encoding is rejected. A JSONL file is read a
 line at a time (:func:`iter_located_records`, :func:`iter_parsed`), so loading a large data
 set never holds its text, or all its raw records, at once.
+(Over the house limit of ~400 lines: every environment reads its data files through these
+functions, and the one set of refusals (file, line, key) stays in one module.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 An environment declares its tools once (:class:`Tool`: name, description, a JSON schema of the
 arguments, and the function that runs them). :func:`run_episode` then lets the target act until
-it answers or the turn limit is reached, in one of two protocols:
+it answers or the turn limit is reached (the loop of :func:`skillgrad.envs.episode.run_turns`,
+with this module's step function), in one of two protocols:
 
 * ``native``: the endpoint's own tool calling (OpenAI ``tools``); each call is answered with a
   ``tool`` message carrying the observation.
@@ -26,8 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from skillgrad.envs.episode import Turn, run_turns
 from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import Completion, Message, Usage
 
 ToolMode = Literal["native", "text"]
 
@@ -114,25 +116,26 @@ def run_episode(
     """Let the target act with ``tools`` until it answers or ``max_turns`` replies were used."""
     by_name = {t.name: t for t in tools}
     system = skill if mode == "native" else f"{skill.rstrip()}\n\n{text_protocol(tools)}"
-    messages: list[Message] = [Message(role="system", content=system),
-                               Message(role="user", content=task_prompt)]
     actions: list[Action] = []
-    usage = Usage()
-    for turn in range(1, max_turns + 1):
-        request = ChatRequest(
-            messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
-            tools=tuple(t.openai_spec() for t in tools) if mode == "native" else None,
-        )
-        completion = model.complete(request)
-        usage = usage + completion.usage
-        step = (_native_step if mode == "native" else _text_step)(completion, by_name)
-        messages.append(step.reply)
-        actions.extend(step.actions)
-        messages.extend(step.observations)
-        if step.answer is not None or completion.truncated:
-            return Episode(tuple(messages), step.answer, turn, tuple(actions), usage,
-                           completion.truncated)
-    return Episode(tuple(messages), None, max_turns, tuple(actions), usage,
+    last = _Step(Message(role="assistant"))
+
+    def step(completion: Completion) -> Turn:
+        nonlocal last
+        last = (_native_step if mode == "native" else _text_step)(completion, by_name)
+        last.truncated = completion.truncated
+        actions.extend(last.actions)
+        return Turn((last.reply, *last.observations),
+                    done=last.answer is not None or completion.truncated)
+
+    # The whole history is shown every turn (no window).
+    transcript = run_turns(
+        model, Message(role="system", content=system), Message(role="user", content=task_prompt),
+        step, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
+        tools=tuple(t.openai_spec() for t in tools) if mode == "native" else None)
+    if transcript.done:
+        return Episode(tuple(transcript.messages), last.answer, transcript.turns, tuple(actions),
+                       transcript.usage, last.truncated)
+    return Episode(tuple(transcript.messages), None, max_turns, tuple(actions), transcript.usage,
                    problems=(f"no answer within {max_turns} turns",))
 
 
@@ -142,6 +145,7 @@ class _Step:
     actions: list[Action] = field(default_factory=list)
     observations: list[Message] = field(default_factory=list)
     answer: str | None = None
+    truncated: bool = False
 
 
 def _native_step(completion: Completion, tools: dict[str, Tool]) -> _Step:

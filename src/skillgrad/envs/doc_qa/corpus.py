@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skillgrad.envs.open_qa import Paragraph, SearchIndex, tokens
+from skillgrad.envs.search import require_rank_bm25
 from skillgrad.envs.tools import Tool, ToolError
-from skillgrad.errors import ConfigError
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}")
@@ -106,11 +106,8 @@ class DocumentIndex:
     def __init__(self, documents: Sequence[Document], *, top_k: int = 3,
                  snippet_chars: int = 160, section_chars: int = 1500,
                  list_sections: int = 30) -> None:
-        try:
-            import rank_bm25  # noqa: F401
-        except ImportError:
-            raise ConfigError('the document-QA environments need rank-bm25: pip install '
-                              '"skillgrad[doc_qa]"') from None
+        require_rank_bm25('the document-QA environments need rank-bm25: pip install '
+                          '"skillgrad[doc_qa]"')
         self.documents = {d.id: d for d in documents}
         self.top_k, self.snippet_chars = top_k, snippet_chars
         self.section_chars, self.list_sections = section_chars, list_sections

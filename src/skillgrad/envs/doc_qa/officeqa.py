@@ -25,6 +25,8 @@ SkillOpt's split layout of it:
 Scoring is doc_qa's: numbers within ``tolerance`` (default 1%, the level OfficeQA's README uses
 in its example) for ``hard``, token F1 / matched numbers for ``soft``. In ratio mode questions
 are split by their source files (questions sharing a file stay in one split).
+(Over the house limit of ~400 lines: OfficeQA's published layout (question CSV, document
+roots, source-file splits) is read in one module, as its loader's contract.)
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The agent loop of a household game: the forward pass of a policy that acts one command per
 turn until the game is won or the step limit is reached.
 
-It does not reuse :func:`skillgrad.envs.tools.run_episode` because a game has no final answer
-(an episode ends on the engine's ``won``, not on an ``ANSWER:``), the text protocol is ALFWorld's
-plain command per reply rather than ``ACTION: tool {json}``, and the prompt keeps only a window
-of recent turns. It reuses the same records (:class:`Message`, :class:`ChatRequest`,
-:class:`Usage`) and the same conventions: the skill is the first thing of the system message,
-an agent's malformed reply is an observation that says so, and a model failure propagates.
+The loop itself is :func:`skillgrad.envs.episode.run_turns`; this module is the game's step
+function and protocol. A game has no final answer (an episode ends on the engine's ``won``,
+not on an ``ANSWER:``), and the text protocol is ALFWorld's plain command per reply rather than
+``ACTION: tool {json}``. The conventions are those of every acting environment: the skill is
+the first thing of the system message, an agent's malformed reply is an observation that says
+so, and a model failure propagates.
 
 History: every turn is kept in the trajectory, but the prompt holds the game intro (with the
 goal) plus at most ``history_turns`` recent turns. When the window is full the oldest half is
@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from skillgrad.envs.episode import Turn, one_action_turn, run_turns, system_prompt
 from skillgrad.envs.household.engine import INVALID_FEEDBACK, Game, Observation
 from skillgrad.envs.household.progress import Test, level
 from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import Completion, Message, Usage
 
 Mode = Literal["text", "native"]
 _PREFIX = re.compile(r"^(?:\**\s*(?:action|command)\s*\**\s*:\s*|>\s*)", re.IGNORECASE)
@@ -126,36 +127,30 @@ def observation_text(obs: Observation, settings: Settings) -> str:
 def play(model: ChatModel, skill: str, game: Game, milestones: list[tuple[str, Test]],
          settings: Settings) -> Playthrough:
     """Play ``game`` with ``model`` under ``skill`` until won or ``settings.max_steps`` turns."""
-    system = f"{skill.rstrip()}\n\n{protocol(settings)}".lstrip()
+    system = Message(role="system", content=system_prompt(skill, protocol(settings)))
     obs = game.reset()
-    intro = Message(role="user", content=observation_text(obs, settings))
-    out = Playthrough(messages=[Message(role="system", content=system), intro],
-                      best_level=level(milestones, obs))
-    turns: list[list[Message]] = []
-    start = 0
-    while not obs.won and len(out.steps) < settings.max_steps:
-        if settings.history_turns and len(turns) - start >= settings.history_turns:
-            start = len(turns) - max(1, settings.history_turns // 2)
-        shown = intro if start == 0 else Message(
-            role="user", content=f"{intro.text()}\n\n[{start} earlier turns are not shown.]")
-        request = ChatRequest(
-            messages=(out.messages[0], shown, *(m for t in turns[start:] for m in t)),
-            max_tokens=settings.max_tokens, temperature=settings.temperature,
-            tools=(ACT_TOOL,) if settings.mode == "native" else None)
-        completion = model.complete(request)
-        out.usage = out.usage + completion.usage
-        step, obs, turn = _take_turn(game, obs, completion, settings)
-        out.steps.append(step)
+    out = Playthrough(best_level=level(milestones, obs))
+
+    def step(completion: Completion) -> Turn:
+        nonlocal obs
+        played, obs, turn = _take_turn(game, obs, completion, settings)
+        out.steps.append(played)
         out.best_level = max(out.best_level, level(milestones, obs))
         out.won = obs.won
-        turns.append(turn)
-        out.messages.extend(turn)
-    out.trimmed_turns = start
+        return turn
+
+    transcript = run_turns(
+        model, system, Message(role="user", content=observation_text(obs, settings)), step,
+        max_turns=settings.max_steps, history_turns=settings.history_turns,
+        tools=(ACT_TOOL,) if settings.mode == "native" else None,
+        max_tokens=settings.max_tokens, temperature=settings.temperature, done=obs.won)
+    out.messages, out.usage = transcript.messages, transcript.usage
+    out.trimmed_turns = transcript.trimmed_turns
     return out
 
 
 def _take_turn(game: Game, obs: Observation, completion: Completion,
-               settings: Settings) -> tuple[Step, Observation, list[Message]]:
+               settings: Settings) -> tuple[Step, Observation, Turn]:
     calls = (completion.tool_calls or []) if settings.mode == "native" else []
     if calls:
         command, problem = _native_command(calls[0])
@@ -172,17 +167,11 @@ def _take_turn(game: Game, obs: Observation, completion: Completion,
             obs = game.step(command)
         feedback = obs.feedback if command else INVALID_FEEDBACK
         valid = bool(command) and feedback != INVALID_FEEDBACK
-    reply = Message(role="assistant", content=completion.text, tool_calls=calls or None)
     text = observation_text(Observation(feedback, obs.admissible, obs.won, obs.facts), settings)
-    if calls:
-        # Every tool call must be answered; only the first one is played.
-        answers = [Message(role="tool", content=text if n == 0 else
-                           "ignored: one command per turn", tool_call_id=str(c.get("id", n)))
-                   for n, c in enumerate(calls)]
-    else:
-        answers = [Message(role="user", content=text)]
-    step = Step(completion.text, command, feedback, valid, thought)
-    return step, obs, [reply, *answers]
+    # Every tool call must be answered; only the first one is played.
+    turn = one_action_turn(completion, calls, text, ignored="ignored: one command per turn",
+                           done=obs.won)
+    return Step(completion.text, command, feedback, valid, thought), obs, turn
 
 
 def _native_command(call: dict[str, Any]) -> tuple[str, str]:

@@ -26,15 +26,18 @@ from pydantic import Field
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split
 from skillgrad.envs.data import SplitTasksMixin, load_splits, package_file, skill_file
 from skillgrad.envs.scoring import exact_match, extract_final_answer, normalize_answer, token_f1
+from skillgrad.envs.search import BM25Index
 from skillgrad.envs.tools import Episode, Tool, ToolError, run_episode
-from skillgrad.errors import ConfigError, DataError
+from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.records import RolloutResult, Task
+from skillgrad.words import QUESTION_WORDS, STOP_WORDS
 
 BUNDLED = "squad_subset.json"
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an and are as at be by for from has have in is it its of on or that the "
-                  "to was were what when where which who whom whose why how with".split())
+# The shared stop words less the first person and "this", plus "has", "have" and the question
+# words, which almost every question holds.
+_STOP = (STOP_WORDS - {"i", "me", "my", "this"}) | {"has", "have"} | QUESTION_WORDS
 
 
 class OpenQAOptions(EnvOptions):
@@ -71,24 +74,19 @@ def tokens(text: str) -> list[str]:
 
 
 class SearchIndex:
-    """BM25 over title + paragraph (``rank-bm25``)."""
+    """BM25 over title + paragraph (:class:`~skillgrad.envs.search.BM25Index`)."""
 
     def __init__(self, paragraphs: Sequence[Paragraph]) -> None:
-        try:
-            from rank_bm25 import BM25Okapi
-        except ImportError:
-            raise ConfigError('env open_qa needs rank-bm25: pip install "skillgrad[open_qa]"'
-                              ) from None
         self.paragraphs = list(paragraphs)
-        self._bm25 = BM25Okapi([tokens(f"{p.title} {p.text}") for p in self.paragraphs])
+        self._bm25 = BM25Index(
+            (tokens(f"{p.title} {p.text}") for p in self.paragraphs),
+            missing='env open_qa needs rank-bm25: pip install "skillgrad[open_qa]"')
 
     def search(self, query: str, k: int) -> list[Paragraph]:
         words = tokens(query)
         if not words:
             return []
-        scores = self._bm25.get_scores(words)
-        ranked = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-        return [self.paragraphs[i] for i in ranked[:k] if scores[i] > 0]
+        return [self.paragraphs[i] for i in self._bm25.top(words, k)]
 
 
 def load_squad(path: Path) -> tuple[list[Question], list[Paragraph]]:

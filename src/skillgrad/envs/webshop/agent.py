@@ -1,8 +1,10 @@
 """The agent loop of a shopping episode: the forward pass of a policy that acts one action per
 turn until it buys or runs out of turns.
 
-Like the household loop (and unlike :func:`skillgrad.envs.tools.run_episode`) an episode has no
-final answer: it ends at ``Buy Now`` or after ``max_turns`` replies. Two protocols:
+The loop itself is :func:`skillgrad.envs.episode.run_turns`; this module is the shop's step
+function and protocol. Like a household game (and unlike
+:func:`skillgrad.envs.tools.run_episode`) an episode has no final answer: it ends at
+``Buy Now`` or after ``max_turns`` replies. Two protocols:
 
 * ``text``: the agent replies with one WebShop action, ``search[query]`` or ``click[button]``
   (or ``think[...]``, which uses a turn and changes nothing); the page comes back as a user
@@ -25,9 +27,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from skillgrad.envs.episode import Turn, one_action_turn, run_turns, system_prompt
 from skillgrad.envs.webshop.engine import Outcome, Purchase, Shop, parse_action
 from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import Completion, Message, Usage
 
 Mode = Literal["text", "native"]
 _PREFIX = re.compile(r"^(?:\**\s*(?:action|next action)\s*\**\s*:\s*|>\s*)", re.IGNORECASE)
@@ -142,33 +145,27 @@ def native_action(call: dict[str, Any]) -> tuple[str, str]:
 
 def play(model: ChatModel, skill: str, shop: Shop, settings: Settings) -> Episode:
     """Shop with ``model`` under ``skill`` until a purchase or ``settings.max_turns`` turns."""
-    system = Message(role="system", content=f"{skill.rstrip()}\n\n{protocol(settings)}".lstrip())
-    first = Message(role="user", content=shop.observation())
-    out = Episode(messages=[system, first])
-    turns: list[list[Message]] = []
-    start = 0
-    while out.purchase is None and len(out.steps) < settings.max_turns:
-        if settings.history_turns and len(turns) - start >= settings.history_turns:
-            start = len(turns) - max(1, settings.history_turns // 2)
-        shown = first if start == 0 else Message(
-            role="user", content=f"{first.text()}\n\n[{start} earlier turns are not shown.]")
-        request = ChatRequest(
-            messages=(system, shown, *(m for t in turns[start:] for m in t)),
-            max_tokens=settings.max_tokens, temperature=settings.temperature,
-            tools=TOOLS if settings.mode == "native" else None)
-        completion = model.complete(request)
-        out.usage = out.usage + completion.usage
-        step, outcome, turn = _take_turn(shop, completion, settings)
-        out.steps.append(step)
+    out = Episode()
+
+    def step(completion: Completion) -> Turn:
+        played, outcome, turn = _take_turn(shop, completion, settings)
+        out.steps.append(played)
         out.purchase = outcome.purchase
-        turns.append(turn)
-        out.messages.extend(turn)
-    out.trimmed_turns = start
+        return turn
+
+    transcript = run_turns(
+        model, Message(role="system", content=system_prompt(skill, protocol(settings))),
+        Message(role="user", content=shop.observation()), step,
+        max_turns=settings.max_turns, history_turns=settings.history_turns,
+        tools=TOOLS if settings.mode == "native" else None,
+        max_tokens=settings.max_tokens, temperature=settings.temperature)
+    out.messages, out.usage = transcript.messages, transcript.usage
+    out.trimmed_turns = transcript.trimmed_turns
     return out
 
 
 def _take_turn(shop: Shop, completion: Completion,
-               settings: Settings) -> tuple[Step, Outcome, list[Message]]:
+               settings: Settings) -> tuple[Step, Outcome, Turn]:
     calls = (completion.tool_calls or []) if settings.mode == "native" else []
     if calls:
         action, problem = native_action(calls[0])
@@ -182,12 +179,8 @@ def _take_turn(shop: Shop, completion: Completion,
         outcome = Outcome(problem, False)
     else:
         outcome = shop.step(action)
-    reply = Message(role="assistant", content=completion.text, tool_calls=calls or None)
-    if calls:
-        answers = [Message(role="tool", content=outcome.observation if n == 0 else
-                           "ignored: one action per turn", tool_call_id=str(c.get("id", n)))
-                   for n, c in enumerate(calls)]
-    else:
-        answers = [Message(role="user", content=outcome.observation)]
+    turn = one_action_turn(completion, calls, outcome.observation,
+                           ignored="ignored: one action per turn",
+                           done=outcome.purchase is not None)
     step = Step(completion.text, action, outcome.observation, outcome.valid, thought)
-    return step, outcome, [reply, *answers]
+    return step, outcome, turn

@@ -25,13 +25,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from skillgrad.envs.search import BM25Index
 from skillgrad.envs.webshop.catalogue import Catalogue, Goal, Product
-from skillgrad.errors import ConfigError
-
-if TYPE_CHECKING:
-    import numpy as np
+from skillgrad.words import STOP_WORDS
 
 Page = Literal["search", "results", "item", "description", "features", "reviews", "done"]
 SEARCH_RETURN = 50
@@ -41,8 +39,10 @@ SUB_PAGES: dict[str, Page] = {"description": "description", "features": "feature
                               "reviews": "reviews"}
 _ACTION = re.compile(r"^\s*([A-Za-z_]+)\s*\[(.*)\]\s*$", re.DOTALL)
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an and are as at be by for from i im in is it its me my need of on "
-                  "or that the this to want with".split())
+# The shared stop words less "was" and "were", plus the words of how a shopper's instruction
+# begins ("i need ...", "im looking for ...").
+_SHOPPER_WORDS = frozenset({"im", "need", "want"})
+_STOP = (STOP_WORDS - {"was", "were"}) | _SHOPPER_WORDS
 
 
 def search_tokens(text: str) -> list[str]:
@@ -59,45 +59,17 @@ def search_tokens(text: str) -> list[str]:
 
 
 class SearchIndex:
-    """BM25 over the products' search texts (``rank-bm25``'s Okapi BM25: its idf, document
-    lengths and term frequencies). Each term's contribution to every document's score is
-    computed once here, so a search adds a few arrays instead of looping over all products
-    per query word as ``get_scores`` does; the scores are the same. Read-only once built,
-    so rollouts in several threads can share one."""
+    """BM25 over the products' search texts (:class:`~skillgrad.envs.search.BM25Index`).
+    Read-only once built, so rollouts in several threads can share one."""
 
     def __init__(self, products: Sequence[Product]) -> None:
-        try:
-            from rank_bm25 import BM25Okapi
-        except ImportError:
-            raise ConfigError('env webshop needs rank-bm25: pip install "skillgrad[webshop]"'
-                              ) from None
-        import numpy as np  # a dependency of rank-bm25
-
         self.products = list(products)
-        bm25 = BM25Okapi([search_tokens(p.search_text()) for p in self.products])
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for doc, frequencies in enumerate(bm25.doc_freqs):
-            for term, count in frequencies.items():
-                docs, counts = postings.setdefault(term, ([], []))
-                docs.append(doc)
-                counts.append(count)
-        norm = bm25.k1 * (1 - bm25.b + bm25.b * np.array(bm25.doc_len) / bm25.avgdl)
-        self._terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for term, (docs, counts) in postings.items():
-            at, tf = np.array(docs), np.array(counts, dtype=float)
-            weight = (bm25.idf.get(term) or 0) * (tf * (bm25.k1 + 1) / (tf + norm[at]))
-            self._terms[term] = (at, weight)
+        self._bm25 = BM25Index(
+            (search_tokens(p.search_text()) for p in self.products),
+            missing='env webshop needs rank-bm25: pip install "skillgrad[webshop]"')
 
     def search(self, query: str, k: int = SEARCH_RETURN) -> list[Product]:
-        import numpy as np
-
-        scores = np.zeros(len(self.products))
-        for word in search_tokens(query):
-            if word in self._terms:
-                at, weight = self._terms[word]
-                scores[at] += weight
-        ranked = np.argsort(-scores, kind="stable")[:k]
-        return [self.products[i] for i in ranked if scores[i] > 0]
+        return [self.products[i] for i in self._bm25.top(search_tokens(query), k)]
 
 
 def parse_action(text: str) -> tuple[str, str] | None:

@@ -1,0 +1,22 @@
+"""English stop words: the function words that word-level matching leaves out (search
+tokenizers, content-word tests, clustering by words).
+
+:data:`STOP_WORDS` is the shared list. :data:`FUNCTION_WORDS` extends it with auxiliaries,
+pronouns and conjunctions, for text whose content words alone should count. Each user takes
+one of them and names what it adds or leaves out, so the differences between users stay in
+sight. :data:`QUESTION_WORDS` are the wh-words, a group some users add.
+
+This module imports nothing from the package, so any module may use it.
+"""
+
+from __future__ import annotations
+
+# Articles, the commonest prepositions and conjunctions, "be", "it", "this", the first person.
+STOP_WORDS = frozenset("""a an and are as at be by for from i in is it its me my of on or that
+the this to was were with""".split())
+
+# The shared list plus auxiliaries, the other pronouns and conjunctions.
+FUNCTION_WORDS = STOP_WORDS | frozenset("""been being but can could did do does he if no not
+our she should so then these they those we will would you your""".split())
+
+QUESTION_WORDS = frozenset("how what when where which who whom whose why".split())
