@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from skillgrad.agentskills import AGENTS
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.redact import REDACTED
 from skillgrad.sleep.harvest import ADAPTERS, adapters
@@ -32,11 +33,10 @@ from skillgrad.sleep.harvest.harvester import (
     UNCHANGED,
     UNREADABLE,
     Harvester,
-    read_jsonl,
-    utc,
 )
+from skillgrad.sleep.harvest.read import read_jsonl, utc
 from skillgrad.sleep.scrub import Scrubber
-from skillgrad.sleep.sessions import AGENTS, REPLAY_MARKER, Session
+from skillgrad.sleep.sessions import REPLAY_MARKER, Session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
 CANARY = "sk-ant-canary-0123456789abcdef"

@@ -17,6 +17,7 @@ import yaml
 
 from skillgrad.errors import ConfigError
 from skillgrad.models.messages import ChatRequest
+from skillgrad.sleep.adoption import adopt, rollback
 from skillgrad.sleep.cycle import run_night
 from skillgrad.sleep.demo import (
     FAKE_KEY,
@@ -30,7 +31,7 @@ from skillgrad.sleep.demo import (
     write_demo,
 )
 from skillgrad.sleep.night import SLEEP_DIR
-from skillgrad.sleep.stage import Staging
+from skillgrad.sleep.staging import Staging
 from tests.e2e import cli
 
 NOW = datetime(2026, 3, 9, 3, 17, tzinfo=timezone.utc)
@@ -86,10 +87,10 @@ def test_a_night_keeps_the_helpful_edit_and_stages_it(project: Path) -> None:
     assert live.read_text() == SKILL  # staged only
     # Adopt: the front matter kept byte for byte, the body trained; then roll back.
     staging = Staging(project)
-    staging.adopt(result.night)
+    adopt(staging, result.night)
     adopted = live.read_text()
     assert adopted.startswith(SKILL.split("# Shop")[0]) and HELPFUL in adopted
-    staging.rollback(result.night)
+    rollback(staging, result.night)
     assert live.read_text() == SKILL
     assert ".skillgrad/" in (project / ".gitignore").read_text()
 
@@ -99,7 +100,7 @@ def test_adoption_refuses_a_file_changed_since_staging(project: Path) -> None:
     live = project / ".claude" / "skills" / "shop-dev" / "SKILL.md"
     live.write_text(SKILL + "\nA line the user added.\n")
     with pytest.raises(Exception, match="SKILL.md: changed"):
-        Staging(project).adopt(result.night)
+        adopt(Staging(project), result.night)
     assert live.read_text().endswith("A line the user added.\n")
 
 
@@ -309,7 +310,7 @@ def test_tasks_no_skill_fits_can_train_the_agents_memory_file(project: Path) -> 
     assert run.kind == "memory" and run.target == project / "CLAUDE.md"
     assert run.proposed is not None and HELPFUL in run.proposed
     assert run.proposed.startswith("# Shop\n\nUse Python 3.11.\n")
-    Staging(project).adopt(result.night)
+    adopt(Staging(project), result.night)
     assert HELPFUL in (project / "CLAUDE.md").read_text()
 
 

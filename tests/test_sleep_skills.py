@@ -7,20 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from skillgrad.errors import ConfigError
-from skillgrad.sleep.skills import (
+from skillgrad.agentskills import (
     WARNING,
     SkillFileError,
     errors_of,
     find_skills,
     memory_file,
-    new_skill,
     parse_skill,
     read_skill,
     skills_named,
     validate_skill,
 )
-from skillgrad.sleep.stage import Staging
+from skillgrad.errors import ConfigError
+from skillgrad.sleep.adoption import adopt
+from skillgrad.sleep.skills import new_skill
+from skillgrad.sleep.staging import Staging
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep" / "skills"
 
@@ -178,7 +179,7 @@ def test_a_new_skill_is_a_valid_staged_proposal(tmp_path: Path) -> None:
     assert proposal.text.endswith("---\n\n# Checking invoices\n\nSum in cents.\n")
     staging = Staging(tmp_path / "shop")
     staging.stage("n1", [proposal], "", {}, [])
-    staging.adopt("n1")
+    adopt(staging, "n1")
     skill = read_skill(proposal.target)
     assert skill.problems() == [] and skill.body == "\n# Checking invoices\n\nSum in cents.\n"
 

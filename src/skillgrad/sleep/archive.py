@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import DataError
-from skillgrad.rundir import atomic_write_text
+from skillgrad.files import atomic_write_text
 from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 

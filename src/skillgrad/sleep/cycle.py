@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import AnswersPending, RunStopped
+from skillgrad.rundir import RunDir
 from skillgrad.sleep.archive import Archive
 from skillgrad.sleep.night import (
     SLEEP_DIR,
@@ -32,6 +33,7 @@ from skillgrad.sleep.night import (
     night_config,
     night_lock,
     route,
+    skill_run,
     slug,
     split_counts,
     train_skill,
@@ -157,7 +159,7 @@ def _mine(project: Path, work: Path, section: SleepSection, settings: Mapping[st
 
 def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mapping[str, Any],
            section: SleepSection, environ: Mapping[str, str], home: Path) -> list[SkillRun]:
-    from skillgrad.sleep.skills import find_skills, memory_file
+    from skillgrad.agentskills import find_skills, memory_file
 
     skills = {s.name: s for s in find_skills(project, home, environ) if s.name}
     spent = Spent(settings)
@@ -201,8 +203,8 @@ def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mappi
                 raise  # the night is pending: the next run goes on with the answers
             except RunStopped as exc:  # the night's budget ran out in this run
                 run.status, run.reason = "budget spent", str(exc)
-                run.proposed = _best_so_far(folder / "runs" / slug(run.name), start)
-            spent.add(folder / "runs" / slug(run.name))
+                run.proposed = _best_so_far(skill_run(folder, run.name), start)
+            spent.add(skill_run(folder, run.name))
         runs.append(run)
     return runs
 
@@ -218,13 +220,11 @@ class Spent:
         self.settings = settings
         self.used: dict[str, dict[str, float]] = {}
 
-    def add(self, run_dir: Path) -> None:
-        import json
-
-        path = run_dir / "checkpoint.json"
-        if not path.exists():
+    def add(self, run_dir: RunDir) -> None:
+        checkpoint = run_dir.load_checkpoint_data()
+        if checkpoint is None:
             return
-        meters = json.loads(path.read_text(encoding="utf-8")).get("meter", {})
+        meters = checkpoint.get("meter", {})
         for role, stages in meters.items():  # role -> stage -> calls, tokens, cost
             used = self.used.setdefault(role, {"calls": 0, "tokens": 0, "cost": 0.0})
             for meter in stages.values():
@@ -255,8 +255,8 @@ class Spent:
         return None
 
 
-def _best_so_far(run_dir: Path, start: str | None) -> str | None:
-    best = run_dir / "best_skill.md"
+def _best_so_far(run_dir: RunDir, start: str | None) -> str | None:
+    best = run_dir.best_skill_path
     if not best.exists():
         return None
     text = best.read_text(encoding="utf-8")
@@ -270,20 +270,22 @@ def _new_name(project: Path) -> str:
 
 def _stage(project: Path, root: Path, night: str, result: NightResult) -> Path | None:
     """Stage the skills that changed (under ``root``: the project, or a dry run's folder)."""
-    from skillgrad.sleep.skills import new_skill, read_skill
-    from skillgrad.sleep.stage import Proposal, Staging
+    from skillgrad.agentskills import read_skill
+    from skillgrad.sleep.skills import new_skill
+    from skillgrad.sleep.staging import StagedProposal, Staging
 
     proposals = []
     for run in result.runs:
         if run.proposed is None:
             continue
         if run.kind == "memory" and run.target is not None:
-            proposals.append(Proposal(target=run.target, text=run.proposed, kind="memory",
-                                      name=run.name))
+            proposals.append(StagedProposal(target=run.target, text=run.proposed,
+                                            kind="memory", name=run.name))
         elif run.target is not None:
             live = read_skill(run.target)
-            proposals.append(Proposal(target=run.target, text=live.with_body(run.proposed),
-                                      kind="skill", name=run.name))
+            proposals.append(StagedProposal(target=run.target,
+                                            text=live.with_body(run.proposed), kind="skill",
+                                            name=run.name))
         else:
             intents = "; ".join(t.intent[:80] for t in run.tasks[:3])
             description = (f"Use when working in {project.name} on requests such as: "

@@ -73,7 +73,7 @@ def claude_session(folder: Path, sid: str, cwd: Path, when: datetime, module: st
     return path
 
 
-CONFIG = """# skillgrad sleep's settings for this project (see the README's Sleep section).
+CONFIG = """# skillgrad sleep's settings for this project (see skillgrad's docs/sleep.md).
 sleep:
   agents: [claude_code]   # the demo's sessions are Claude Code's
   miner: heuristic        # tasks from the sessions' own outcomes (llm: the optimizer writes them)

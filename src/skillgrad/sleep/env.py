@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split, single_turn
-from skillgrad.errors import ConfigError, DataError
+from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.records import RolloutResult, Task
@@ -149,23 +149,6 @@ def _judge_model(options: SleepOptions, base_dir: Path) -> ChatModel | None:
 def role_model(spec: dict[str, Any], base_dir: Path, role: str) -> ChatModel:
     """A model from a role section (``backend`` and its keys, as under ``model.target``)
     behind its own client: retries, budget, and the section's cache."""
-    from skillgrad import registry
-    from skillgrad.config import RoleSection
-    from skillgrad.models.client import ModelClient
-    from skillgrad.models.store import ResponseCache
-    from skillgrad.models.weights import home_dir
+    from skillgrad.clients import role_client
 
-    try:
-        section = RoleSection.model_validate(spec)
-        backend = registry.backend_class(section.backend, key=f"{role}.backend")
-        extra = {k: v for k, v in spec.items() if k not in RoleSection.model_fields}
-        model = backend.create(backend.Options.model_validate(extra), base_dir)
-    except ValueError as exc:  # pydantic's ValidationError is one
-        raise ConfigError(f"{role}: {str(exc).splitlines()[0]}") from None
-    cache = None
-    if section.cache:
-        cache = ResponseCache(section.cache_dir or home_dir() / "responses")
-    client = ModelClient(model, role, max_retries=section.max_retries,
-                         retry_base_delay=section.retry_base_delay, budget=section.budget,
-                         prices=section.prices, cache=cache)
-    return client.for_stage(role)
+    return role_client(spec, base_dir, role).for_stage(role)

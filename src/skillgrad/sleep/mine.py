@@ -28,14 +28,14 @@ from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
 from skillgrad.sleep.sessions import Session, ToolCall, Turn
-from skillgrad.sleep.tasks import Check, Evidence, Outcome, SleepTask, TasksFile, task_id
+from skillgrad.sleep.tasks import Check, Outcome, SessionEvidence, SleepTask, TasksFile, task_id
+from skillgrad.words import FUNCTION_WORDS, QUESTION_WORDS
 
 _WORD = re.compile(r"[a-z0-9_]+")
-# Words that carry no request of their own (English function words).
-_STOP = frozenset("""a an the and or but if then so to of in on at by for with from into onto
-is are was were be been being it its this that these those i you we he she they me my our your
-please can could would should will just now also again still do does did done not no yes ok
-okay what why how when where which who""".split())
+# Words that carry no request of their own: the shared function words (less "as") and the
+# question words (less "whom" and "whose"), plus the fillers of a typed request.
+_STOP = ((FUNCTION_WORDS - {"as"}) | (QUESTION_WORDS - {"whom", "whose"})
+         | frozenset("again also done into just now ok okay onto please still yes".split()))
 _FILE_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file")
 REASK_SIMILARITY = 0.5
 CLUSTER_SIMILARITY = 0.6
@@ -162,7 +162,7 @@ def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
         id=task_id(chosen.text, project), intent=chosen.text,
         context=f"seen {len(group)} times ({context})", checks=checks, rubric=" ".join(rubric),
         outcome=outcomes.most_common(1)[0][0], occurrences=len(group),
-        evidence=[Evidence(agent=o.session.agent, session=o.session.id, source=str(
+        evidence=[SessionEvidence(agent=o.session.agent, session=o.session.id, source=str(
             o.session.source), turn=o.index, time=o.session.turns[o.index].time,
             outcome=o.outcome) for o in group],
         skill=skills.most_common(1)[0][0] if skills else None,

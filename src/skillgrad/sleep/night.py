@@ -9,7 +9,7 @@ night that stops (a budget ran out, handoff answers are pending) is taken up aga
 Layout, under ``<project>/.skillgrad/sleep/``: ``config.yaml`` (optional), ``archive/`` (the
 harvested sessions, redacted), ``state/`` (harvest checkpoints, the pending night, the last
 night), ``work/<night>/`` (its tasks and run directories) and ``nights/<night>/`` (what it
-staged: :mod:`skillgrad.sleep.stage`).
+staged: :mod:`skillgrad.sleep.staging`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from skillgrad.agentskills import AGENTS
 from skillgrad.errors import ConfigError
+from skillgrad.files import atomic_write_text
 from skillgrad.records import Edit, RejectedStep
-from skillgrad.rundir import atomic_write_text, read_jsonl
-from skillgrad.sleep.sessions import AGENTS
+from skillgrad.rundir import RunDir
+from skillgrad.sleep.staging import SLEEP_DIR as SLEEP_DIR  # the night's callers use them
+from skillgrad.sleep.staging import NightState as NightState
 from skillgrad.sleep.tasks import SleepTask, split_of
 from skillgrad.yamlfile import load_yaml_text
 
-SLEEP_DIR = Path(".skillgrad") / "sleep"
 MAX_CARRIED = 8  # turned-down changes a night hands to the next
 SECTIONS = ("sleep", "model", "train", "gradient", "optimizer", "evaluation", "execution")
 
@@ -155,13 +157,13 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
     selection task, and the accepted steps with the tasks their edits were made from. Paths
     of the model settings are read from ``base_dir`` (the sleep config's folder); the changes
     the last night turned down are read from, and this night's written to, ``state_dir``."""
-    from skillgrad.build import build_clients, build_environment
+    from skillgrad.build import build_environment
+    from skillgrad.clients import build_clients
     from skillgrad.config import validate
-    from skillgrad.rundir import RunDir
     from skillgrad.sleep.env import SleepEnvironment
     from skillgrad.trainer import Trainer
 
-    run_dir = folder / "runs" / slug(run.name)
+    run_dir = skill_run(folder, run.name)
     carried = state_dir / "rejected" / f"{slug(run.name)}.json"
     prior = [RejectedStep.model_validate(r) for r in json.loads(carried.read_text("utf-8"))
              ] if carried.exists() else []
@@ -171,7 +173,7 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
     if raw["env"].get("judge") is None and isinstance(env, SleepEnvironment):
         # The optimizer judges: its calls metered, journaled and budgeted with the run's.
         env.set_judge(clients["optimizer"].for_stage("judge"))
-    trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], RunDir(run_dir),
+    trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], run_dir,
                       prior_rejected=prior)
     run.summary = trainer.fit()
     carried.parent.mkdir(parents=True, exist_ok=True)
@@ -180,33 +182,39 @@ def train_skill(run: SkillRun, raw: dict[str, Any], folder: Path, base_dir: Path
     skills = run.summary["skills"]
     run.before = _per_task(run_dir, skills["initial"])
     run.after = _per_task(run_dir, skills["best"])
-    for record_path in sorted((run_dir / "steps").glob("*/record.json")):
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        if str(record.get("decision", "")).startswith("accept"):
-            rolled = read_jsonl(record_path.parent / "rollouts.jsonl")
-            gate = json.loads((record_path.parent / "gate.json").read_text("utf-8"))
-            run.accepted.append({"step": record_path.parent.name,
+    for step in run_dir.step_dirs():
+        record = step.read_record()
+        if record is not None and str(record.get("decision", "")).startswith("accept"):
+            rolled = step.read_rollouts()
+            gate = step.read_gate() or {}
+            run.accepted.append({"step": step.path.name,
                                  "reason": gate.get("reason", ""),
                                  "tasks": sorted({r["task_id"] for r in rolled})})
     if skills["best"] != skills["initial"]:
-        run.proposed = (run_dir / "best_skill.md").read_text(encoding="utf-8")
+        run.proposed = run_dir.best_skill_path.read_text(encoding="utf-8")
 
 
-def rejected_in(run_dir: Path) -> list[RejectedStep]:
+def skill_run(folder: Path, name: str) -> RunDir:
+    """The run directory of skill ``name``'s training, in the night's folder for it."""
+    return RunDir(folder / "runs" / slug(name))
+
+
+def rejected_in(run_dir: RunDir) -> list[RejectedStep]:
     """The changes a night's run turned down (by the gate, or beaten on the step's tasks in
     the screen), for the next night's optimizer to see."""
     found = []
-    for step in sorted((run_dir / "steps").glob("*/gate.json")):
-        gate = json.loads(step.read_text(encoding="utf-8"))
+    for step in run_dir.step_dirs():
+        gate = step.read_gate()
+        if gate is None:
+            continue
         texts: list[str] = []
         if gate.get("decision") == "reject":
-            report = json.loads((step.parent / "apply_report.json").read_text("utf-8"))
+            report = step.read_artifact("apply_report") or {}
             texts += [o["edit"]["content"] or f"delete: {o['edit']['anchor']}"
                       for o in report.get("outcomes", ()) if o.get("status") in (
                           "applied", "fuzzy")]
-        screen = step.parent / "screen.json"
-        if screen.exists():
-            data = json.loads(screen.read_text(encoding="utf-8"))
+        data = step.read_artifact("screen")
+        if data is not None:
             texts += [e for i, row in enumerate(data.get("rows", ()))
                       if row.get("status") == "scored" and i != data.get("chosen")
                       for e in row.get("edits", ())]
@@ -217,9 +225,11 @@ def rejected_in(run_dir: Path) -> list[RejectedStep]:
     return found
 
 
-def _per_task(run_dir: Path, digest: str) -> dict[str, float]:
-    path = run_dir / "evals" / f"val-{digest[:16]}" / "rollouts.jsonl"
-    return {r["task_id"]: r["soft"] for r in read_jsonl(path)} if path.exists() else {}
+def _per_task(run_dir: RunDir, digest: str) -> dict[str, float]:
+    """The selection score (soft) per task of skill ``digest`` (none: never evaluated)."""
+    if not run_dir.eval_dir("val", digest).rollouts_path.exists():
+        return {}
+    return {task: soft for task, (_, soft) in run_dir.eval_per_task("val", digest).items()}
 
 
 def route(tasks: list[SleepTask], known: Mapping[str, Any]) -> dict[str, list[SleepTask]]:
@@ -239,27 +249,6 @@ def split_counts(tasks: list[SleepTask], val_percent: int) -> tuple[int, int]:
 
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "skill"
-
-
-class NightState:
-    """The night a stopped run left pending, and when the last one finished."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder / "state"
-
-    def pending(self) -> str | None:
-        path = self.folder / "pending.json"
-        if not path.exists():
-            return None
-        return str(json.loads(path.read_text(encoding="utf-8"))["night"])
-
-    def set_pending(self, night: str | None) -> None:
-        path = self.folder / "pending.json"
-        if night is None:
-            path.unlink(missing_ok=True)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"night": night}) + "\n")
 
 
 def window_start(now: datetime, section: SleepSection) -> datetime:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from skillgrad.errors import SkillgradError
 from skillgrad.rundir import write_json
-from skillgrad.sleep.stage import SLEEP_DIR, ensure_gitignore
+from skillgrad.sleep.staging import SLEEP_DIR, ensure_gitignore
 
 BEGIN = "# BEGIN skillgrad sleep (one line per project; skillgrad sleep --unschedule removes one)"
 END = "# END skillgrad sleep"

@@ -14,12 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from skillgrad.agentskills import Agent
+
 # skillgrad's own agent runs (replays of mined tasks) work in a folder whose name starts with
 # this and put "[skillgrad-replay]" in their first prompt; harvest never reads them back.
 REPLAY_MARKER = "skillgrad-replay"
-
-Agent = Literal["claude_code", "codex", "copilot", "opencode", "gemini"]
-AGENTS: tuple[Agent, ...] = ("claude_code", "codex", "copilot", "opencode", "gemini")
 
 
 @dataclass(frozen=True)

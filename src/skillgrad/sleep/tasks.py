@@ -45,7 +45,7 @@ class Check(BaseModel):
         return value
 
 
-class Evidence(BaseModel):
+class SessionEvidence(BaseModel):
     """Where a task was seen: one prompt of one session."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -71,7 +71,7 @@ class SleepTask(BaseModel):
     rubric: str | None = Field(None, description="what a good answer does, for the judge")
     outcome: Outcome = "unknown"
     occurrences: int = Field(1, ge=1)
-    evidence: list[Evidence] = Field(default_factory=list)
+    evidence: list[SessionEvidence] = Field(default_factory=list)
     skill: str | None = Field(None, description="the skill that was active in its sessions")
     agent: str | None = None
     commit: str | None = Field(None, description="the repository commit its sessions started "
@@ -128,7 +128,7 @@ def read_tasks(path: Path) -> TasksFile:
 
 
 def write_tasks(path: Path, tasks: TasksFile) -> None:
-    from skillgrad.rundir import atomic_write_text
+    from skillgrad.files import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, tasks.model_dump_json(indent=2) + "\n")

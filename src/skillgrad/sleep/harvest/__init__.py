@@ -1,50 +1,14 @@
 """Harvest: the sessions local coding agents wrote, one adapter per agent.
 
-Adapters are named here by import path and imported only when asked for, so a session store
-one does not use costs nothing to have (and an adapter's optional dependencies stay optional).
+Adapters are named by import path in :mod:`.registry` and imported only when asked for.
 :class:`~skillgrad.sleep.harvest.harvester.Harvester` walks them for one project.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from skillgrad.errors import ConfigError
-
-if TYPE_CHECKING:
-    from skillgrad.sleep.harvest.base import Adapter
-
-# agent name (skillgrad.sleep.sessions.AGENTS) -> "module:class"
-ADAPTERS: dict[str, str] = {
-    "claude_code": "skillgrad.sleep.harvest.claude_code:ClaudeCodeAdapter",
-    "codex": "skillgrad.sleep.harvest.codex:CodexAdapter",
-    "copilot": "skillgrad.sleep.harvest.copilot:CopilotAdapter",
-    "opencode": "skillgrad.sleep.harvest.opencode:OpenCodeAdapter",
-    "gemini": "skillgrad.sleep.harvest.gemini:GeminiAdapter",
-}
-
-
-def adapters(names: Iterable[str] | None = None) -> list[Adapter]:
-    """Instances of the named adapters (all of them when None), in the order given, each
-    once. An unknown name is a :class:`~skillgrad.errors.ConfigError` naming the allowed
-    ones."""
-    chosen = list(ADAPTERS) if names is None else [names] if isinstance(names, str) \
-        else list(names)
-    out: list[Adapter] = []
-    seen: set[str] = set()
-    for name in chosen:
-        if name not in ADAPTERS:
-            raise ConfigError(f"sleep: unknown agent {name!r} (allowed: "
-                              f"{', '.join(ADAPTERS)})")
-        if name in seen:
-            continue
-        seen.add(name)
-        module, _, cls = ADAPTERS[name].partition(":")
-        out.append(getattr(importlib.import_module(module), cls)())
-    return out
-
+from skillgrad.sleep.harvest.registry import ADAPTERS, adapters
 
 _LAZY = ("Harvester", "HarvestResult", "HarvestPreview", "Skip", "StoreInfo", "SourceInfo")
 

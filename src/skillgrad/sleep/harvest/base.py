@@ -13,8 +13,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from skillgrad.agentskills import Agent
 from skillgrad.errors import DataError
-from skillgrad.sleep.sessions import Agent, Session
+from skillgrad.sleep.sessions import Session
 
 
 class SessionFormatError(DataError):

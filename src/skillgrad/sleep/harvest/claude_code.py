@@ -14,6 +14,9 @@ user line is the person's words only when typed: tool results, compaction summar
 (``isCompactSummary``), injected command and skill text (``isMeta``) and command wrappers
 (``<command-name>`` ...) are not, and ``[Request interrupted by user]`` is an interrupt. A tool
 call is joined to its result by id, wherever in the file the result lies.
+
+(Over the house limit of ~400 lines: the record tree and the turns built along it are one
+reading of one file format, each half meaningless without the other.)
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from skillgrad.sleep.harvest.harvester import read_jsonl, utc
-from skillgrad.sleep.sessions import Agent, Session, ToolCall, Turn
+from skillgrad.agentskills import Agent
+from skillgrad.sleep.harvest.read import opt_str, read_jsonl, utc
+from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 # Edit tools and the input naming the file they write.
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
@@ -414,8 +418,7 @@ def _written(call: ToolCall) -> str | None:
     key = EDIT_TOOLS.get(call.name)
     if key is None or call.is_error or not isinstance(call.arguments, dict):
         return None
-    path = call.arguments.get(key)
-    return path if isinstance(path, str) and path else None
+    return opt_str(call.arguments.get(key))
 
 
 def _distinct(values: Any) -> list[str]:

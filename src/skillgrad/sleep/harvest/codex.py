@@ -24,8 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from skillgrad.sleep.harvest.harvester import read_jsonl, utc
-from skillgrad.sleep.sessions import Agent, Session, ToolCall, Turn
+from skillgrad.agentskills import Agent
+from skillgrad.sleep.harvest.read import as_dict, opt_str, read_jsonl, utc
+from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 # User-role text Codex writes itself: instructions files, the environment block, the
 # permissions preamble, its record of an aborted turn, a ! shell line.
@@ -240,7 +241,7 @@ class _Rollout:
             return None
         source = meta.get("source")
         originator = meta.get("originator")
-        git = _dict(meta.get("git"))
+        git = as_dict(meta.get("git"))
         parent = meta.get("forked_from_id") or _find(source, "parent_thread_id") \
             or meta.get("parent_thread_id")
         turns = tuple(Turn(role="user" if t.role == "user" else "assistant", text=t.text,
@@ -260,8 +261,8 @@ class _Rollout:
         return Session(
             agent="codex", id=self._id(meta), source=self.source, turns=turns,
             cwd=Path(self.cwds[0]) if self.cwds else None, started=started, ended=self.last,
-            git_branch=_str(git.get("branch")), git_commit=_str(git.get("commit_hash")),
-            model=self.models[-1] if self.models else _str(meta.get("model")),
+            git_branch=opt_str(git.get("branch")), git_commit=opt_str(git.get("commit_hash")),
+            model=self.models[-1] if self.models else opt_str(meta.get("model")),
             files_changed=tuple(_distinct(p for c in calls for p in _written(c))),
             parent_id=str(parent) if parent else None,
             sidechain=isinstance(source, dict) and "subagent" in source,
@@ -339,7 +340,7 @@ def _output(raw: Any) -> tuple[str, int | None, bool]:
         if isinstance(parsed, dict) and ("output" in parsed or "metadata" in parsed):
             raw = parsed
     if isinstance(raw, dict):
-        metadata = _dict(raw.get("metadata"))
+        metadata = as_dict(raw.get("metadata"))
         code = metadata.get("exit_code", raw.get("exit_code"))
         if isinstance(code, int) and not isinstance(code, bool):
             exit_code = code
@@ -388,14 +389,6 @@ def _find(value: Any, key: str) -> Any:
             if found:
                 return found
     return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _distinct(values: Any) -> list[str]:

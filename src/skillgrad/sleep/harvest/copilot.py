@@ -31,10 +31,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillgrad.agentskills import Agent
 from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.harvester import read_jsonl, utc
-from skillgrad.sleep.harvest.opencode import sqlite_readonly
-from skillgrad.sleep.sessions import Agent, Session, ToolCall, Turn
+from skillgrad.sleep.harvest.read import (
+    as_dict,
+    checked_utc,
+    jsonl_records,
+    opt_str,
+    query,
+    sqlite_readonly,
+)
+from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 DB_NAME = "session-store.db"
 EVENTS = "events.jsonl"
@@ -93,15 +100,15 @@ class CopilotAdapter:
 
 
 def _read_events(path: Path) -> Iterator[Session]:
-    records = _records(path)
+    records = jsonl_records(path)
     if not records:
         return  # a session that recorded nothing yet
     start = next(((w, r) for w, r in records if r.get("type") == "session.start"), None)
     if start is None:
         raise SessionFormatError(f"{path}: no session.start record")
     where, data = start[0], _data(start[1], start[0])
-    context = _obj(data.get("context"))
-    sid = _opt_str(data.get("sessionId")) or (path.parent.name if path.name == EVENTS
+    context = as_dict(data.get("context"))
+    sid = opt_str(data.get("sessionId")) or (path.parent.name if path.name == EVENTS
                                               else path.stem)
     groups: dict[str | None, list[tuple[str, dict[str, Any]]]] = {}
     for w, r in records:
@@ -109,18 +116,18 @@ def _read_events(path: Path) -> Iterator[Session]:
             raise SessionFormatError(f"{w}: no event type")
         groups.setdefault(_agent_of(r, w), []).append((w, r))
     main = _Conversation(groups.pop(None, []))
-    cwd = Path(context["cwd"]) if _opt_str(context.get("cwd")) else None
-    parent = _opt_str(data.get("detachedFromSpawningParentSessionId"))
+    cwd = Path(context["cwd"]) if opt_str(context.get("cwd")) else None
+    parent = opt_str(data.get("detachedFromSpawningParentSessionId"))
     meta: dict[str, Any] = {k: context[k] for k in ("repository", "gitRoot")
-                            if _opt_str(context.get(k))}
+                            if opt_str(context.get(k))}
     if len(main.cwds) > 1:  # it changed folder (session.context_changed)
         meta["cwds"] = list(main.cwds)
     yield Session(
         agent="copilot", id=sid, source=path, turns=tuple(main.turns), cwd=cwd,
         started=_time(data.get("startTime"), f"{where}: startTime") or main.first,
-        ended=main.last, git_branch=_opt_str(context.get("branch")),
-        git_commit=_opt_str(context.get("headCommit")),
-        model=main.model or _opt_str(data.get("selectedModel")), skills=tuple(main.skills),
+        ended=main.last, git_branch=opt_str(context.get("branch")),
+        git_commit=opt_str(context.get("headCommit")),
+        model=main.model or opt_str(data.get("selectedModel")), skills=tuple(main.skills),
         files_changed=tuple(main.files), parent_id=parent,
         headless=main.headless or parent is not None, meta=meta,
     )
@@ -156,7 +163,7 @@ class _Conversation:
         for (w, r), t in zip(events, times, strict=True):
             data = _data(r, w)
             if r["type"] in ("tool.execution_start", "tool.execution_complete"):
-                call_id = _opt_str(data.get("toolCallId"))
+                call_id = opt_str(data.get("toolCallId"))
                 if call_id is None:
                     raise SessionFormatError(f"{w}: {r['type']} without a toolCallId")
                 if r["type"] == "tool.execution_start":
@@ -170,8 +177,8 @@ class _Conversation:
 
     def _event(self, kind: str, data: dict[str, Any], where: str, time: datetime | None) -> None:
         if kind == "user.message":
-            source = _opt_str(data.get("source")) or ""
-            text = _opt_str(data.get("content"))
+            source = opt_str(data.get("source")) or ""
+            text = opt_str(data.get("content"))
             if (text and text.strip() and not data.get("isAutopilotContinuation")
                     and not source.startswith(_INJECTED_SOURCES)):
                 self.turns.append(Turn("user", text, time))
@@ -182,9 +189,9 @@ class _Conversation:
                 calls.append(_call(req["toolCallId"], req.get("name") or start.get("toolName"),
                                    req.get("arguments", start.get("arguments")),
                                    started or time, self._done.get(req["toolCallId"]), where))
-            self.turns.append(Turn("assistant", _opt_str(data.get("content")) or "", time,
+            self.turns.append(Turn("assistant", opt_str(data.get("content")) or "", time,
                                    tuple(calls)))
-            self.model = _opt_str(data.get("model")) or self.model
+            self.model = opt_str(data.get("model")) or self.model
             self._edits(calls)
         elif kind == "tool.execution_start" and data["toolCallId"] not in self._requested:
             # a tool the person ran themselves: no assistant message asked for it
@@ -194,23 +201,23 @@ class _Conversation:
             self._edits([call])
         elif kind == "abort":
             self.turns.append(Turn("user", "", time, interrupt=True))
-        elif kind == "skill.invoked" and _opt_str(data.get("name")):
+        elif kind == "skill.invoked" and opt_str(data.get("name")):
             self.skills[data["name"]] = None
         elif kind == "session.model_change":
-            self.model = _opt_str(data.get("newModel")) or self.model
+            self.model = opt_str(data.get("newModel")) or self.model
         elif kind == "session.shutdown":
-            modified = _obj(data.get("codeChanges")).get("filesModified")
+            modified = as_dict(data.get("codeChanges")).get("filesModified")
             self.files.update((f, None) for f in modified or [] if isinstance(f, str))
         elif kind in ("session.start", "session.context_changed"):
-            cwd = _opt_str(_obj(data.get("context")).get("cwd") if kind == "session.start"
+            cwd = opt_str(as_dict(data.get("context")).get("cwd") if kind == "session.start"
                            else data.get("cwd"))
             if cwd:
                 self.cwds[cwd] = None
         elif kind == "system.message":
-            self.headless = self.headless or _HEADLESS_PROMPT in (_opt_str(data.get("content"))
+            self.headless = self.headless or _HEADLESS_PROMPT in (opt_str(data.get("content"))
                                                                   or "")
         elif kind == "subagent.started":
-            self.agent_name = _opt_str(data.get("agentName"))
+            self.agent_name = opt_str(data.get("agentName"))
 
     def _edits(self, calls: list[ToolCall]) -> None:
         for call in calls:
@@ -218,18 +225,18 @@ class _Conversation:
             if call.is_error or call.output is None:
                 continue  # it wrote nothing, or the session ended before it finished
             if call.name in EDIT_TOOLS and isinstance(args, dict) and args.get("command") != "view":
-                if _opt_str(args.get("path")):
+                if opt_str(args.get("path")):
                     self.files[args["path"]] = None
 
 
 def _call(call_id: str, name: Any, arguments: Any, time: datetime | None,
           done: dict[str, Any] | None, where: str) -> ToolCall:
-    if not _opt_str(name):
+    if not opt_str(name):
         raise SessionFormatError(f"{where}: tool call {call_id} has no tool name")
-    result, error = _obj((done or {}).get("result")), _obj((done or {}).get("error"))
-    output = _opt_str(result.get("content"))
+    result, error = as_dict((done or {}).get("result")), as_dict((done or {}).get("error"))
+    output = opt_str(result.get("content"))
     if output is None:
-        output = _opt_str(error.get("message"))
+        output = opt_str(error.get("message"))
     exit_code = None
     for block in result.get("contents") or []:
         if isinstance(block, dict) and block.get("type") in ("shell_exit", "terminal"):
@@ -252,8 +259,7 @@ def _requests(data: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 def _agent_of(record: dict[str, Any], where: str) -> str | None:
     data = _data(record, where)
-    agent = record.get("agentId") or data.get("parentToolCallId")
-    return agent if isinstance(agent, str) and agent else None
+    return opt_str(record.get("agentId") or data.get("parentToolCallId"))
 
 
 def _data(record: dict[str, Any], where: str) -> dict[str, Any]:
@@ -298,17 +304,14 @@ def _db_session(con: sqlite3.Connection, db: Path, row: sqlite3.Row, sid: str,
         else None,
         ended=_time(row["updated_at"], f"{where}: updated_at") if "updated_at" in keys
         else None,
-        git_branch=_opt_str(row["branch"]) if "branch" in keys else None,
+        git_branch=opt_str(row["branch"]) if "branch" in keys else None,
         files_changed=tuple(files),
         meta={"summary": row["summary"]} if "summary" in keys and row["summary"] else {},
     )
 
 
 def _rows(con: sqlite3.Connection, db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
-    try:
-        return con.execute(sql, args).fetchall()
-    except sqlite3.Error as exc:
-        raise SessionFormatError(f"{db}: cannot read the session store ({exc})") from None
+    return query(con, db, sql, args, what="the session store")
 
 
 def _column(row: sqlite3.Row, name: str, db: Path, table: str) -> Any:
@@ -317,28 +320,5 @@ def _column(row: sqlite3.Row, name: str, db: Path, table: str) -> Any:
     return row[name]
 
 
-# ---------------------------------------------------------------------- values
-
-
-def _records(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    try:
-        return [(f"{path}: line {n}", obj) for n, obj in read_jsonl(path)]
-    except SessionFormatError as exc:
-        raise SessionFormatError(f"{path}: {exc}") from None
-
-
 def _time(value: Any, where: str) -> datetime | None:
-    """:func:`utc`, but a value that is there and is not a time is an error, not None."""
-    time = utc(value)
-    if time is None and value not in (None, ""):
-        raise SessionFormatError(f"{where}: {value!r} is not an ISO time or epoch seconds or "
-                                 "milliseconds")
-    return time
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    return checked_utc(value, where, "an ISO time or epoch seconds or milliseconds")

@@ -37,9 +37,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillgrad.agentskills import Agent
 from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.harvester import read_jsonl, utc
-from skillgrad.sleep.sessions import Agent, Session, ToolCall, Turn
+from skillgrad.sleep.harvest.read import as_dict, checked_utc, jsonl_records, read_json_object
+from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 EDIT_TOOLS = frozenset({"replace", "write_file", "edit"})  # args.file_path
 SHELL_TOOL = "run_shell_command"
@@ -84,8 +85,8 @@ class GeminiAdapter:
         yield Session(
             agent="gemini", id=sid, source=source, turns=tuple(conversation.turns),
             cwd=_project_root(folder, project_hash),
-            started=_time(meta.get("startTime"), f"{source}: startTime"),
-            ended=_time(meta.get("lastUpdated"), f"{source}: lastUpdated"),
+            started=checked_utc(meta.get("startTime"), f"{source}: startTime"),
+            ended=checked_utc(meta.get("lastUpdated"), f"{source}: lastUpdated"),
             model=conversation.model, skills=tuple(conversation.skills),
             files_changed=tuple(conversation.files),
             parent_id=source.parent.name if nested else None,
@@ -104,11 +105,7 @@ def _replay(path: Path) -> tuple[dict[str, Any], list[_Located]]:
     ``$rewindTo`` records applied as the CLI applies them."""
     meta: dict[str, Any] = {}
     messages: dict[str, _Located] = {}  # insertion order; a replaced message keeps its place
-    try:
-        records = [(f"{path}: line {n}", obj) for n, obj in read_jsonl(path)]
-    except SessionFormatError as exc:
-        raise SessionFormatError(f"{path}: {exc}") from None
-    for where, record in records:
+    for where, record in jsonl_records(path):
         if isinstance(record.get("$rewindTo"), str):
             ids = list(messages)
             target = record["$rewindTo"]
@@ -130,19 +127,7 @@ def _replay(path: Path) -> tuple[dict[str, Any], list[_Located]]:
 
 
 def _legacy(path: Path) -> tuple[dict[str, Any], list[_Located]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SessionFormatError(f"{path}: cannot read ({exc})") from None
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-            raise SessionFormatError(f"{path}: truncated: the JSON stops at line "
-                                     f"{text.rstrip().count(chr(10)) + 1}, unfinished") from None
-        raise SessionFormatError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(record, dict):
-        raise SessionFormatError(f"{path}: expected a JSON object")
+    record = read_json_object(path)
     meta = {k: v for k, v in record.items() if k != "messages"}
     return meta, [m for _, m in _located(record.get("messages", []), f"{path}: messages")]
 
@@ -181,7 +166,7 @@ class _Conversation:
     def _message(self, message: dict[str, Any], where: str, after_summary: bool) -> bool:
         """Adds the turns of one message; returns whether it was a compression summary."""
         kind = message.get("type")
-        time = _time(message.get("timestamp"), f"{where}: timestamp")
+        time = checked_utc(message.get("timestamp"), f"{where}: timestamp")
         parts = _parts(message.get("content"), where)
         if kind == "user":
             if parts and all("functionResponse" in p for p in parts):
@@ -216,7 +201,7 @@ class _Conversation:
         if not isinstance(call, dict) or not isinstance(call.get("id"), str) \
                 or not isinstance(call.get("name"), str):
             raise SessionFormatError(f"{where}: not an object with an id and a name")
-        args: dict[str, Any] = call["args"] if isinstance(call.get("args"), dict) else {}
+        args = as_dict(call.get("args"))
         result = call.get("result")
         if result is None and call["id"] in self._results:
             result = [self._results[call["id"]]]
@@ -234,7 +219,7 @@ class _Conversation:
             self.skills[args["name"]] = None
         return ToolCall(id=call["id"], name=call["name"], arguments=args, output=output,
                         exit_code=exit_code, is_error=failed or status == "error",
-                        time=_time(call.get("timestamp"), f"{where}: timestamp"))
+                        time=checked_utc(call.get("timestamp"), f"{where}: timestamp"))
 
 
 def _output(result: Any, where: str) -> tuple[str, bool]:
@@ -314,10 +299,3 @@ def _registry(path: Path) -> dict[str, str]:
         raise SessionFormatError(f"{path}: no 'projects' object")
     return {k: v for k, v in projects.items() if isinstance(k, str) and isinstance(v, str)}
 
-
-def _time(value: Any, where: str) -> datetime | None:
-    """:func:`utc`, but a value that is there and is not a time is an error, not None."""
-    time = utc(value)
-    if time is None and value not in (None, ""):
-        raise SessionFormatError(f"{where}: {value!r} is not an ISO time")
-    return time

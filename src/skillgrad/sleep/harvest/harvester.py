@@ -12,9 +12,6 @@ last harvest, sources that cannot be read (one line each; the rest are read), se
 a working directory, sessions of other folders, skillgrad's own runs (a folder named
 ``skillgrad-replay...`` or a first prompt carrying ``[skillgrad-replay]``), sessions before the
 window and sessions already harvested that did not grow.
-
-The line reader and the clock every adapter uses (:func:`read_jsonl`, :func:`utc`) live here
-too.
 """
 
 from __future__ import annotations
@@ -31,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import ConfigError, DataError
-from skillgrad.rundir import atomic_write_text
+from skillgrad.files import atomic_write_text
 from skillgrad.sleep.harvest.base import Adapter, SessionFormatError
+from skillgrad.sleep.harvest.read import utc
 from skillgrad.sleep.scrub import Scrubber
 from skillgrad.sleep.sessions import REPLAY_MARKER, Session
 
@@ -49,70 +47,6 @@ SEEN = "already harvested"
 
 REPLAY_PROMPT = f"[{REPLAY_MARKER}]"
 CHECKPOINT_VERSION = 1
-MAX_LINE_BYTES = 64 * 2**20  # one JSON line; inline images are a few MB, a runaway one more
-
-
-# -- what adapters share --------------------------------------------------------------------
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line of a JSON-lines file, one line in
-    memory at a time. Raises :class:`SessionFormatError` for a line that is not a JSON object:
-    "truncated" when it is the last line and has no newline (a writer that stopped mid-line),
-    "malformed" otherwise. The messages name line numbers, never content."""
-    with path.open("rb") as fh:
-        number = 0
-        while True:
-            raw = fh.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            number += 1
-            if len(raw) > MAX_LINE_BYTES:
-                raise SessionFormatError(f"malformed: line {number} is longer than "
-                                         f"{MAX_LINE_BYTES // 2**20} MiB")
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
-                if not raw.endswith(b"\n"):
-                    raise SessionFormatError(f"truncated: the last line ({number}) is cut "
-                                             "off") from None
-                raise SessionFormatError(f"malformed: line {number} is not JSON") from None
-            if not isinstance(obj, dict):
-                raise SessionFormatError(f"malformed: line {number} is not a JSON object")
-            yield number, obj
-
-
-_FRACTION = re.compile(r"\.(\d+)")
-
-
-def utc(value: Any) -> datetime | None:
-    """A timezone-aware UTC time from an ISO 8601 string (``Z``, an offset, or none, which is
-    taken as UTC) or epoch seconds or milliseconds; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, (int, float)):
-        seconds = value / 1000 if abs(value) > 1e11 else value
-        try:
-            return datetime.fromtimestamp(seconds, timezone.utc)
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    # Python 3.10 takes only 3 or 6 fraction digits; agents write 1 to 9.
-    text = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), text, count=1)
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
 
 
 def _iso(time: datetime | None) -> str | None:
@@ -261,7 +195,7 @@ class Harvester:
             if value is not None and value.tzinfo is None:
                 raise ConfigError(f"harvest: {name} must be a timezone-aware (UTC) time")
         if adapters is None:
-            from skillgrad.sleep.harvest import adapters as load_adapters
+            from skillgrad.sleep.harvest.registry import adapters as load_adapters
             adapters = load_adapters()
         self.project = Path(project).expanduser().resolve()
         self.adapters = list(adapters)

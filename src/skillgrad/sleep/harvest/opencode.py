@@ -22,24 +22,21 @@ sub-agent's. Headless runs (``opencode run``) are not marked in the store.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from skillgrad.agentskills import Agent
 from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.sessions import Agent, Session, ToolCall, Turn
+from skillgrad.sleep.harvest.read import as_dict, query, read_json_object, sqlite_readonly
+from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 DB_NAME = "opencode.db"
 EDIT_TOOLS = frozenset({"edit", "write", "multiedit"})  # their input names the file: filePath
-BUSY_WAIT_S = 0.5  # how long a read waits for another process's write lock before copying
-_DB_COPY_SUFFIXES = ("", "-wal", "-journal")  # see sqlite_readonly
 
 
 class OpenCodeAdapter:
@@ -71,7 +68,7 @@ class OpenCodeAdapter:
             raise SessionFormatError(f"{source}: not in an OpenCode storage/session/<project> "
                                      "folder")
         store = source.parents[3]  # <store>/storage/session/<project>/<id>.json
-        info = _json_file(source)
+        info = read_json_object(source)
         session_id = _str(info.get("id"), f"{source}: field 'id'")
         if session_id in self._ids_in_db(store / DB_NAME):
             return  # migrated: the database copy is the one read
@@ -122,91 +119,15 @@ def _db_messages(con: sqlite3.Connection, db: Path, session_id: str) -> list[_Me
     return messages
 
 
-@contextlib.contextmanager
-def sqlite_readonly(path: Path, scratch: Path | None = None) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the SQLite database at ``path``.
-
-    A database that cannot be read where it lies (another process holds it locked, or its
-    folder takes no ``-shm`` file) is copied with its ``-wal`` and ``-journal`` files into a
-    temporary folder (inside ``scratch`` when given) and the copy is read: opening it replays
-    the write-ahead log, or rolls back a half-done write, to the last committed state. The
-    ``-shm`` file is not copied: it only indexes the ``-wal``, SQLite rebuilds it, and one
-    copied while a writer works could disagree with the copied log. Raises
-    :class:`SessionFormatError` for a file that is not a readable database, or one that cannot
-    be read in place and cannot be copied."""
-    try:
-        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=BUSY_WAIT_S)
-    except sqlite3.Error as exc:
-        raise SessionFormatError(f"{path}: cannot open the database ({exc})") from None
-    try:
-        _probe(con, path)
-    except _Unopenable as exc:  # locked, or its -shm cannot be made beside it: read a copy
-        reason = str(exc)
-    else:
-        with contextlib.closing(con):
-            yield con
-        return
-    with _copied(path, scratch, reason) as copy:
-        try:
-            con = sqlite3.connect(copy)
-            _probe(con, path)
-        except (sqlite3.Error, _Unopenable) as exc:
-            raise SessionFormatError(f"{path}: {reason}, and its copy cannot be read either "
-                                     f"({exc})") from None
-        with contextlib.closing(con):
-            yield con
-
-
-class _Unopenable(Exception):
-    """The database cannot be opened where it lies, read-only: another process holds it
-    locked, or SQLite cannot create its shared-memory file there."""
-
-
-def _probe(con: sqlite3.Connection, path: Path) -> None:
-    try:
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError as exc:  # busy, locked, cannot open the -shm
-        con.close()
-        raise _Unopenable(str(exc)) from None
-    except sqlite3.DatabaseError as exc:  # not a database, or a corrupt one
-        con.close()
-        raise SessionFormatError(f"{path}: not a readable SQLite database ({exc})") from None
-
-
-@contextlib.contextmanager
-def _copied(path: Path, scratch: Path | None, reason: str) -> Iterator[Path]:
-    def unusable(exc: OSError) -> SessionFormatError:
-        return SessionFormatError(f"{path}: {reason}, and it cannot be copied "
-                                  f"({exc.strerror or exc})")
-
-    try:
-        tmp = tempfile.TemporaryDirectory(prefix="skillgrad-sqlite-", dir=scratch)
-    except OSError as exc:
-        raise unusable(exc) from None
-    with tmp:
-        try:
-            for suffix in _DB_COPY_SUFFIXES:
-                src = path.with_name(path.name + suffix)
-                if suffix and not src.exists():
-                    continue
-                shutil.copyfile(src, Path(tmp.name) / src.name)
-        except OSError as exc:
-            raise unusable(exc) from None
-        yield Path(tmp.name) / path.name
-
-
 def _query(con: sqlite3.Connection, db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
-    try:
-        return con.execute(sql, args).fetchall()
-    except sqlite3.Error as exc:
-        raise SessionFormatError(f"{db}: cannot read the OpenCode tables ({exc})") from None
+    return query(con, db, sql, args, what="the OpenCode tables")
 
 
 # ---------------------------------------------------------------------- the JSON storage
 
 
 def _legacy_row(info: dict[str, Any], source: Path) -> _Row:
-    time = _obj(info.get("time"))
+    time = as_dict(info.get("time"))
     where = f"{source}: field 'time'"
     revert = info.get("revert")
     return _Row(str(info["id"]), info.get("directory"), info.get("parentID"), info.get("title"),
@@ -217,31 +138,15 @@ def _legacy_row(info: dict[str, Any], source: Path) -> _Row:
 def _legacy_messages(store: Path, session_id: str) -> list[_Message]:
     messages = []
     for file in sorted((store / "storage" / "message" / session_id).glob("*.json")):
-        data = _json_file(file)
+        data = read_json_object(file)
         mid = _str(data.get("id"), f"{file}: field 'id'")
-        parts = [_json_file(p) for p in sorted((store / "storage" / "part" / mid).glob("*.json"))]
-        time = _obj(data.get("time"))
+        parts = [read_json_object(p)
+                 for p in sorted((store / "storage" / "part" / mid).glob("*.json"))]
+        time = as_dict(data.get("time"))
         messages.append(_Message(mid, _ms(time.get("created"), f"{file}: field 'time'"), data,
                                  sorted(parts, key=lambda p: str(p.get("id", ""))), str(file)))
     return sorted(messages, key=lambda m: (m.created or datetime.min.replace(tzinfo=timezone.utc),
                                            m.id))
-
-
-def _json_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SessionFormatError(f"{path}: cannot read ({exc})") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-            raise SessionFormatError(f"{path}: truncated: the JSON stops at line "
-                                     f"{text.rstrip().count(chr(10)) + 1}, unfinished") from None
-        raise SessionFormatError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise SessionFormatError(f"{path}: expected a JSON object")
-    return obj
 
 
 # ---------------------------------------------------------------------- one session
@@ -299,7 +204,7 @@ def _build(source: Path, row: _Row, messages: list[_Message]) -> Session:
             model = data.get("modelID") if isinstance(data.get("modelID"), str) else model
             error = data.get("error")
             if isinstance(error, dict) and error.get("name") == "MessageAbortedError":
-                time = _obj(data.get("time"))
+                time = as_dict(data.get("time"))
                 ended = _ms(time.get("completed"), message.where) or message.created
                 turns.append(Turn("user", "", ended, interrupt=True))
     return Session(
@@ -344,15 +249,15 @@ def _tool_call(part: dict[str, Any], where: str) -> ToolCall:
     if not isinstance(state, dict):
         raise SessionFormatError(f"{where}: no tool state")
     status = state.get("status")
-    metadata = _obj(state.get("metadata"))
+    metadata = as_dict(state.get("metadata"))
     exit_code = metadata.get("exit")
-    time = _obj(state.get("time"))
+    time = as_dict(state.get("time"))
     output = (state.get("output") if status == "completed"
               else state.get("error") if status == "error" else None)
     return ToolCall(
         id=_str(part.get("callID"), f"{where}: field 'callID'"),
         name=_str(part.get("tool"), f"{where}: field 'tool'"),
-        arguments=state["input"] if isinstance(state.get("input"), dict) else {},
+        arguments=as_dict(state.get("input")),
         output=output if isinstance(output, str) else None,
         exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool)
         else None,
@@ -382,9 +287,6 @@ def _ms(value: Any, where: str) -> datetime | None:
     except (OverflowError, OSError, ValueError):
         raise SessionFormatError(f"{where}: time {value!r} is out of range") from None
 
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _str(value: Any, where: str) -> str:

@@ -1,4 +1,5 @@
-"""Staging, adoption and rollback of a night's proposals (skillgrad.sleep.stage)."""
+"""Staging, adoption and rollback of a night's proposals (skillgrad.sleep.staging,
+skillgrad.sleep.adoption)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from skillgrad.sleep import stage as stage_module
-from skillgrad.sleep.stage import (
+from skillgrad.sleep import adoption as adoption_module
+from skillgrad.sleep.adoption import adopt, recover, rollback
+from skillgrad.sleep.staging import (
     ABSENT,
-    Proposal,
+    StagedProposal,
     Staging,
     StagingError,
     ensure_gitignore,
@@ -49,12 +51,12 @@ def skill_path(project: Path) -> Path:
     return project / ".claude" / "skills" / "fix-vat-rounding" / "SKILL.md"
 
 
-def proposals(project: Path, new: bool = False) -> list[Proposal]:
-    out = [Proposal(Path(".claude/skills/fix-vat-rounding/SKILL.md"), NEW_SKILL, "skill",
+def proposals(project: Path, new: bool = False) -> list[StagedProposal]:
+    out = [StagedProposal(Path(".claude/skills/fix-vat-rounding/SKILL.md"), NEW_SKILL, "skill",
                     "fix-vat-rounding"),
-           Proposal(project / "CLAUDE.md", NEW_MEMORY, "memory", "CLAUDE.md")]
+           StagedProposal(project / "CLAUDE.md", NEW_MEMORY, "memory", "CLAUDE.md")]
     if new:
-        out.append(Proposal(Path(".claude/skills/release-notes/SKILL.md"), "---\nname: "
+        out.append(StagedProposal(Path(".claude/skills/release-notes/SKILL.md"), "---\nname: "
                             "release-notes\ndescription: Drafts notes.\n---\n", "skill",
                             "release-notes"))
     return out
@@ -118,19 +120,19 @@ def test_a_staging_that_stops_before_its_manifest_is_not_a_night_and_is_redone(
 
 def test_staging_refuses_what_it_could_never_adopt(project: Path) -> None:
     staging = Staging(project)
-    twice = [*proposals(project), Proposal(Path("CLAUDE.md"), "x", "memory", "memory-2")]
+    twice = [*proposals(project), StagedProposal(Path("CLAUDE.md"), "x", "memory", "memory-2")]
     with pytest.raises(StagingError, match="CLAUDE.md: proposed twice"):
         staging.stage("n1", twice, "", {}, [])
     with pytest.raises(StagingError, match="inside skillgrad's own folder"):
-        staging.stage("n2", [Proposal(Path(".skillgrad/sleep/latest"), "x", "memory", "m")],
+        staging.stage("n2", [StagedProposal(Path(".skillgrad/sleep/latest"), "x", "memory", "m")],
                       "", {}, [])
     with pytest.raises(StagingError, match="is a folder, not a file"):
-        staging.stage("n3", [Proposal(Path(".claude"), "x", "memory", "m")], "", {}, [])
+        staging.stage("n3", [StagedProposal(Path(".claude"), "x", "memory", "m")], "", {}, [])
     with pytest.raises(StagingError, match="not a night id"):
         staging.stage("../up", proposals(project), "", {}, [])
     with pytest.raises(StagingError, match="unknown proposal kind"):
-        staging.stage("n4", [Proposal(Path("X.md"), "x", "rule", "x")],  # type: ignore[arg-type]
-                      "", {}, [])
+        staging.stage("n4", [StagedProposal(Path("X.md"), "x", "rule",  # type: ignore[arg-type]
+                                            "x")], "", {}, [])
 
 
 def test_night_ids_are_utc_times() -> None:
@@ -171,7 +173,7 @@ def test_adoption_backs_up_then_replaces_each_file_keeping_its_permissions(
         project: Path) -> None:
     staging = Staging(project)
     folder = stage(staging, new=True)
-    adopted = staging.adopt("n1")
+    adopted = adopt(staging, "n1")
     assert skill_path(project).read_text() == NEW_SKILL
     assert (project / "CLAUDE.md").read_text() == NEW_MEMORY
     assert oct(os.stat(project / "CLAUDE.md").st_mode & 0o777) == oct(0o640)
@@ -188,7 +190,7 @@ def test_adoption_backs_up_then_replaces_each_file_keeping_its_permissions(
     [night] = staging.nights()
     assert night.state == "adopted" and len(night.adopted) == 3
     with pytest.raises(StagingError, match="nothing left to adopt"):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     leftovers = [p for p in project.rglob("*.tmp")]
     assert leftovers == []
 
@@ -202,11 +204,11 @@ def test_adoption_writes_through_a_symlink_that_was_there_at_staging(project: Pa
     (project / "CLAUDE.md").symlink_to(dotfiles / "CLAUDE.md")
     staging = Staging(project)
     stage(staging)
-    staging.adopt("n1", files=["CLAUDE.md"])
+    adopt(staging, "n1", files=["CLAUDE.md"])
     assert (project / "CLAUDE.md").is_symlink()
     assert (dotfiles / "CLAUDE.md").read_text() == NEW_MEMORY
     assert skill_path(project).read_text() == SKILL  # only the file asked for
-    staging.adopt("n1")  # then the rest
+    adopt(staging, "n1")  # then the rest
     assert skill_path(project).read_text() == NEW_SKILL
 
 
@@ -227,7 +229,7 @@ def test_adoption_refuses_a_night_whose_live_file_moved_on(project: Path, change
         (project / ".claude" / "skills" / "release-notes").mkdir()
         (project / ".claude" / "skills" / "release-notes" / "SKILL.md").write_text("mine")
     with pytest.raises(StagingError, match=message) as err:
-        staging.adopt("n1")
+        adopt(staging, "n1")
     assert "\n" not in str(err.value)
     assert skill_path(project).read_text() == SKILL  # all or nothing
     assert staging.night("n1").state == "refused"
@@ -243,7 +245,7 @@ def test_adoption_refuses_a_path_that_now_crosses_a_new_symlink(project: Path,
     (project / ".claude").rename(elsewhere)
     (project / ".claude").symlink_to(elsewhere)  # same bytes, other place
     with pytest.raises(StagingError, match=r"crosses a symlink \(.*/shop/\.claude\)"):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     assert (elsewhere / "skills" / "fix-vat-rounding" / "SKILL.md").read_text() == SKILL
 
 
@@ -253,7 +255,7 @@ def test_adoption_refuses_a_staged_proposal_edited_after_staging(project: Path) 
     night = staging.night("n1")
     (folder / night.files[1].proposed).write_text("rm -rf /\n")
     with pytest.raises(StagingError, match="staged proposal was modified"):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     assert (project / "CLAUDE.md").read_text() == MEMORY
 
 
@@ -261,25 +263,25 @@ def test_adopt_names_a_file_the_night_does_not_propose(project: Path) -> None:
     staging = Staging(project)
     stage(staging)
     with pytest.raises(StagingError, match="proposes no file 'AGENTS.md'"):
-        staging.adopt("n1", files=["AGENTS.md"])
+        adopt(staging, "n1", files=["AGENTS.md"])
     with pytest.raises(StagingError, match="no night n9 is staged"):
-        staging.adopt("n9")
+        adopt(staging, "n9")
 
 
 # ---------------------------------------------------------------------- rollback
 def test_rollback_puts_back_every_file_and_removes_the_new_ones(project: Path) -> None:
     staging = Staging(project)
     stage(staging, new=True)
-    staging.adopt("n1")
-    restored = staging.rollback("n1")
+    adopt(staging, "n1")
+    restored = rollback(staging, "n1")
     assert len(restored) == 3
     assert skill_path(project).read_text() == SKILL
     assert (project / "CLAUDE.md").read_text() == MEMORY
     assert not (project / ".claude" / "skills" / "release-notes").exists()
     assert staging.night("n1").state == "rolled back"
     with pytest.raises(StagingError, match="nothing adopted to roll back"):
-        staging.rollback("n1")
-    staging.adopt("n1")  # the pins hold again
+        rollback(staging, "n1")
+    adopt(staging, "n1")  # the pins hold again
     assert (project / "CLAUDE.md").read_text() == NEW_MEMORY
     events = [json.loads(x)["event"] for x in
               (staging.night_dir("n1") / "history.jsonl").read_text().splitlines()]
@@ -289,10 +291,10 @@ def test_rollback_puts_back_every_file_and_removes_the_new_ones(project: Path) -
 def test_rollback_refuses_when_a_live_file_changed_since_adoption(project: Path) -> None:
     staging = Staging(project)
     stage(staging)
-    staging.adopt("n1")
+    adopt(staging, "n1")
     (project / "CLAUDE.md").write_text(NEW_MEMORY + "edited after adoption\n")
     with pytest.raises(StagingError, match="CLAUDE.md: changed since night n1 was adopted"):
-        staging.rollback("n1")
+        rollback(staging, "n1")
     assert skill_path(project).read_text() == NEW_SKILL  # nothing rolled back
     assert staging.night("n1").state == "adopted"
 
@@ -300,7 +302,7 @@ def test_rollback_refuses_when_a_live_file_changed_since_adoption(project: Path)
 # ---------------------------------------------------------------------- crashes
 def crash_on_call(monkeypatch: pytest.MonkeyPatch, n: int) -> list[Path]:
     """Make the n-th live write raise Crash before it happens."""
-    real = stage_module._write_live
+    real = adoption_module._write_live
     calls: list[Path] = []
 
     def write(path: Path, data: bytes) -> None:
@@ -309,7 +311,7 @@ def crash_on_call(monkeypatch: pytest.MonkeyPatch, n: int) -> list[Path]:
             raise Crash
         real(path, data)
 
-    monkeypatch.setattr(stage_module, "_write_live", write)
+    monkeypatch.setattr(adoption_module, "_write_live", write)
     return calls
 
 
@@ -319,19 +321,19 @@ def test_a_crash_between_two_replaces_is_undone_by_the_next_call(
     folder = stage(staging)
     crash_on_call(monkeypatch, 2)
     with pytest.raises(Crash):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     assert skill_path(project).read_text() == NEW_SKILL  # the first file went live
     assert (project / "CLAUDE.md").read_text() == MEMORY
     assert (folder / "journal.json").exists()
     monkeypatch.undo()
 
     later = Staging(project)  # another process, later
-    assert later.recover() == ["n1"]
+    assert recover(later) == ["n1"]
     assert skill_path(project).read_text() == SKILL
     assert (project / "CLAUDE.md").read_text() == MEMORY
     assert not (folder / "journal.json").exists()
     assert later.night("n1").state == "staged"
-    later.adopt("n1")
+    adopt(later, "n1")
     assert (project / "CLAUDE.md").read_text() == NEW_MEMORY
 
 
@@ -341,9 +343,9 @@ def test_adopt_itself_recovers_a_crashed_adoption_first(project: Path,
     stage(staging, new=True)
     crash_on_call(monkeypatch, 3)
     with pytest.raises(Crash):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     monkeypatch.undo()
-    staging.adopt("n1")
+    adopt(staging, "n1")
     assert skill_path(project).read_text() == NEW_SKILL
     assert (project / ".claude" / "skills" / "release-notes" / "SKILL.md").exists()
     events = [json.loads(x)["event"] for x in
@@ -355,15 +357,15 @@ def test_a_crash_in_a_rollback_is_undone_too(project: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     staging = Staging(project)
     stage(staging, new=True)
-    staging.adopt("n1")
+    adopt(staging, "n1")
     crash_on_call(monkeypatch, 2)
     with pytest.raises(Crash):
-        staging.rollback("n1")
+        rollback(staging, "n1")
     monkeypatch.undo()
-    assert staging.recover() == ["n1"]
+    assert recover(staging) == ["n1"]
     assert skill_path(project).read_text() == NEW_SKILL
     assert (project / "CLAUDE.md").read_text() == NEW_MEMORY
-    staging.rollback("n1")
+    rollback(staging, "n1")
     assert (project / "CLAUDE.md").read_text() == MEMORY
     assert not (project / ".claude" / "skills" / "release-notes").exists()
 
@@ -372,18 +374,18 @@ def test_a_crash_after_the_commit_keeps_the_adoption(project: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     staging = Staging(project)
     stage(staging)
-    real = Staging._event
+    real = Staging.add_history
 
     def event(self: Staging, folder: Path, name: str, **data: Any) -> None:
         if name == "adopted":
             raise Crash
         real(self, folder, name, **data)
 
-    monkeypatch.setattr(Staging, "_event", event)
+    monkeypatch.setattr(Staging, "add_history", event)
     with pytest.raises(Crash):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     monkeypatch.undo()
-    assert staging.recover() == []  # committed: nothing to undo
+    assert recover(staging) == []  # committed: nothing to undo
     assert (project / "CLAUDE.md").read_text() == NEW_MEMORY
     night = staging.night("n1")
     assert night.state == "adopted" and len(night.adopted) == 2
@@ -394,15 +396,15 @@ def test_a_file_changed_by_another_writer_mid_adoption_undoes_the_rest_at_once(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     staging = Staging(project)
     folder = stage(staging)
-    real = stage_module._write_live
+    real = adoption_module._write_live
 
     def write(path: Path, data: bytes) -> None:
         real(path, data)
         (project / "CLAUDE.md").write_text("an editor saved this\n")  # no lock of ours
 
-    monkeypatch.setattr(stage_module, "_write_live", write)
+    monkeypatch.setattr(adoption_module, "_write_live", write)
     with pytest.raises(StagingError, match="CLAUDE.md: changed while night n1 was being adopted"):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     assert skill_path(project).read_text() == SKILL  # put back
     assert (project / "CLAUDE.md").read_text() == "an editor saved this\n"
     assert not (folder / "journal.json").exists()
@@ -414,11 +416,11 @@ def test_recovery_leaves_alone_a_file_someone_changed_after_the_crash(
     stage(staging)
     crash_on_call(monkeypatch, 2)
     with pytest.raises(Crash):
-        staging.adopt("n1")
+        adopt(staging, "n1")
     monkeypatch.undo()
     skill_path(project).write_text("the user's own edit\n")
     with pytest.raises(StagingError, match="SKILL.md: changed after an interrupted adopt"):
-        staging.recover()
+        recover(staging)
     assert skill_path(project).read_text() == "the user's own edit\n"
 
 
@@ -427,25 +429,25 @@ def test_two_adoptions_at_once_one_waits_and_then_finds_nothing_left(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     staging = Staging(project)
     stage(staging)
-    real = stage_module._write_live
+    real = adoption_module._write_live
 
     def slow(path: Path, data: bytes) -> None:
         time.sleep(0.3)
         real(path, data)
 
-    monkeypatch.setattr(stage_module, "_write_live", slow)
+    monkeypatch.setattr(adoption_module, "_write_live", slow)
     results: list[str] = []
     start = threading.Barrier(2)
 
-    def adopt() -> None:
+    def adopt_once() -> None:
         start.wait()
         try:
-            Staging(project).adopt("n1")
+            adopt(Staging(project), "n1")
             results.append("adopted")
         except StagingError as exc:
             results.append(str(exc))
 
-    threads = [threading.Thread(target=adopt) for _ in range(2)]
+    threads = [threading.Thread(target=adopt_once) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -464,25 +466,25 @@ def test_two_nights_on_one_file_at_once_never_tear_it(project: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     staging = Staging(project)
     stage(staging, "n1")
-    other = [Proposal(Path("CLAUDE.md"), "# Other night\n" * 200, "memory", "CLAUDE.md")]
+    other = [StagedProposal(Path("CLAUDE.md"), "# Other night\n" * 200, "memory", "CLAUDE.md")]
     staging.stage("n2", other, "", {}, [])
-    real = stage_module._write_live
+    real = adoption_module._write_live
 
     def slow(path: Path, data: bytes) -> None:
         time.sleep(0.2)
         real(path, data)
 
-    monkeypatch.setattr(stage_module, "_write_live", slow)
+    monkeypatch.setattr(adoption_module, "_write_live", slow)
     outcome: dict[str, str] = {}
 
-    def adopt(night: str) -> None:
+    def adopt_night(night: str) -> None:
         try:
-            Staging(project).adopt(night)
+            adopt(Staging(project), night)
             outcome[night] = "adopted"
         except StagingError as exc:
             outcome[night] = str(exc)
 
-    threads = [threading.Thread(target=adopt, args=(n,)) for n in ("n1", "n2")]
+    threads = [threading.Thread(target=adopt_night, args=(n,)) for n in ("n1", "n2")]
     for t in threads:
         t.start()
     for t in threads:
@@ -509,12 +511,12 @@ def test_a_file_another_process_holds_is_refused_with_its_pid(project: Path) -> 
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(StagingError, match=f"in use by another skillgrad process "
                                                f"\\(PID {holder.pid}\\)"):
-            staging.adopt("n1")
+            adopt(staging, "n1")
     finally:
         holder.kill()
         holder.wait()
     assert skill_path(project).read_text() == SKILL
-    staging.adopt("n1")  # the kernel dropped the dead holder's lock
+    adopt(staging, "n1")  # the kernel dropped the dead holder's lock
     assert skill_path(project).read_text() == NEW_SKILL
 
 
@@ -522,5 +524,6 @@ def test_the_lock_is_an_flock_that_a_second_opener_cannot_take(project: Path) ->
     staging = Staging(project)
     stage(staging)
     path = staging.lock_path("/x")
-    with staging._flock(path, "x"), open(path) as fh, pytest.raises(BlockingIOError):
+    with (adoption_module._flock(path, "x", staging.lock_timeout), open(path) as fh,
+          pytest.raises(BlockingIOError)):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
