@@ -21,8 +21,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
+from skillgrad.trainer import build_trainer
 
 VARIANTS: dict[str, list[str]] = {
     "full": [],

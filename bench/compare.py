@@ -53,7 +53,8 @@ from rich.console import Console
 from rich.table import Table
 
 from skillgrad import prompts
-from skillgrad.build import build_clients, build_environment
+from skillgrad.build import build_environment
+from skillgrad.clients import build_clients
 from skillgrad.config import ResolvedConfig, load_config
 from skillgrad.envs.base import Environment
 from skillgrad.errors import ModelError, RunStopped, SkillgradError

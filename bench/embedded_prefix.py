@@ -36,7 +36,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from skillgrad.build import build_clients, build_environment
+from skillgrad.build import build_environment
+from skillgrad.clients import build_clients
 from skillgrad.config import load_config
 from skillgrad.models.embedded import EmbeddedBackend, EmbeddedModel, EmbeddedOptions
 from skillgrad.models.messages import ChatRequest, Message

@@ -358,8 +358,8 @@ class Measured:
 
 def run(folder: Path, endpoint: Endpoint, concurrency: int, epochs: int,
         latency: float) -> Measured:
-    from skillgrad.build import build_trainer
     from skillgrad.config import load_config
+    from skillgrad.trainer import build_trainer
 
     url, out = endpoint.url, folder / f"run-c{concurrency}"
     trainer = build_trainer(load_config(write_config(folder, url, concurrency, epochs)), out)

@@ -168,8 +168,8 @@ def folder_mb(path: Path) -> float:
 
 def train(folder: Path, config: Path) -> dict[str, Any]:
     """Build and train one run in ``folder/run``; what the sections report."""
-    from skillgrad.build import build_trainer
     from skillgrad.config import load_config
+    from skillgrad.trainer import build_trainer
 
     run = folder / "run"
     sampler = Sampler(run / "checkpoint.json")

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.models.messages import ChatRequest
 from skillgrad.testing import scripted_optimizer
+from skillgrad.trainer import build_trainer
 
 
 def rule_optimizer(rule: str, support: int, cue: str | None = None) -> Callable[[ChatRequest], Any]:

@@ -17,12 +17,12 @@ from conftest import toy_config, toy_config_full
 
 import skillgrad
 from skillgrad import ScriptedModel, SkillgradError, Trainer, load_config, optimize, train
-from skillgrad.build import build_trainer
 from skillgrad.envs.memory import hash_split, to_tasks
 from skillgrad.errors import ConfigError, DataError, RunDirError
 from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.rundir import read_jsonl
 from skillgrad.testing import scripted_optimizer
+from skillgrad.trainer import build_trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every mechanism of the loop that works between epochs (slow update, meta skill), over three

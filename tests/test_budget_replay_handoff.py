@@ -14,13 +14,14 @@ import pytest
 import toy
 from conftest import toy_config
 
-from skillgrad.build import build_environment, build_trainer
+from skillgrad.build import build_environment
 from skillgrad.config import load_config
 from skillgrad.errors import AnswersPending, ConfigError, ModelError, RunStopped
 from skillgrad.models.accounting import BudgetExhausted
 from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.rundir import read_jsonl
+from skillgrad.trainer import build_trainer
 
 HANDOFF_TARGET = {"target": {"backend": "handoff", "dir": "handoff"},
                   "optimizer": {"backend": "scripted", "function": "toy:optimizer"}}

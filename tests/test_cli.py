@@ -237,7 +237,7 @@ def test_every_commands_help_fits_80_columns_without_cutting_words() -> None:
     import typer
     from typer.testing import CliRunner
 
-    from skillgrad.cli import app
+    from skillgrad.cli.main import app
 
     def paths(command: object, path: list[str]) -> list[list[str]]:
         found = [path]

@@ -25,13 +25,12 @@ from e2e import cli, one_line_error  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from test_runs_cli import FUZZY_ANCHOR, MISSING_ANCHOR, ONE_EPOCH, _StopAtReflect, _train  # noqa: E402
 
+from skillgrad.cli.dashboard import listen  # noqa: E402
 from skillgrad.dashboard.app import create_app  # noqa: E402
-from skillgrad.dashboard.cli import listen  # noqa: E402
 from skillgrad.dashboard.discover import Catalog, LockTable, discover  # noqa: E402
 from skillgrad.errors import SkillgradError  # noqa: E402
 from skillgrad.rundir import RunDir  # noqa: E402
-from skillgrad.runs_cli import gain_line  # noqa: E402
-from skillgrad.runview import gains, run_column  # noqa: E402
+from skillgrad.runview import gain_line, gains, run_column  # noqa: E402
 from skillgrad.sleep.cycle import run_night  # noqa: E402
 from skillgrad.sleep.demo import HELPFUL, write_demo  # noqa: E402
 

@@ -13,10 +13,10 @@ import pytest
 import toy
 from conftest import toy_config_full
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.rundir import read_jsonl
 from skillgrad.skill import get_block, protected_spans
+from skillgrad.trainer import build_trainer
 
 
 def toy_run(folder: Path, overrides: Sequence[str] = (), skill: str | None = None,

@@ -1,5 +1,5 @@
 """``skillgrad export``: a run's skill as a skill folder, a memory-file section, or installed
-for Claude Code or Codex (skillgrad.export, skillgrad.export_cli)."""
+for Claude Code or Codex (skillgrad.export, skillgrad.cli.export)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import yaml
 from conftest import toy_config_full
 from e2e import one_line_error
 
-from skillgrad.build import build_trainer
+from skillgrad.agentskills import parse_skill, validate_skill
+from skillgrad.cli.export import resolve_version
 from skillgrad.config import load_config
 from skillgrad.errors import RunDirError
 from skillgrad.export import (
@@ -34,11 +35,10 @@ from skillgrad.export import (
     strip_block_markers,
     write_export,
 )
-from skillgrad.export_cli import resolve_version
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.rundir import RunDir
 from skillgrad.skill import skill_hash
-from skillgrad.sleep.skills import parse_skill, validate_skill
+from skillgrad.trainer import build_trainer
 
 BLOCK = "<!-- APPENDIX_START -->\n- Check the item before you answer.\n<!-- APPENDIX_END -->"
 SKILL = ("# Toy skill\n\nAnswer the question about the item.\n\nRule color: reply with the bare "
@@ -47,7 +47,7 @@ DESCRIPTION = "Answers questions about items. Use when asked for an attribute of
 LONG = " ".join("".join(random.Random(n).choices(string.ascii_lowercase, k=7))
                for n in range(150))  # over 1,024 characters, and not a runaway reply
 # Registers the command on the main command line unless it is there already, then runs it.
-MAIN = ("import skillgrad.cli as c\nfrom skillgrad.export_cli import export_command\n"
+MAIN = ("import skillgrad.cli.main as c\nfrom skillgrad.cli.export import export_command\n"
         "if not any(x.name == 'export' for x in c.app.registered_commands):\n"
         "    c.app.command('export')(export_command)\nc.main()\n")
 

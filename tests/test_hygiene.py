@@ -13,13 +13,13 @@ import toy
 import yaml
 from conftest import toy_config
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.models.messages import Message
 from skillgrad.records import RolloutResult, Task
 from skillgrad.rundir import read_jsonl
-from skillgrad.stages.hygiene import Evidence, find_quote, screen
+from skillgrad.stages.hygiene import Evidence, clean_text, find_quote
 from skillgrad.testing import scripted_optimizer
+from skillgrad.trainer import build_trainer
 
 PASSAGE = ("The Selmarsh tin works opened in 1871. Tin tends rather easily to form hard, brittle "
            "intermetallic phases, which made the early castings crack.")
@@ -116,7 +116,7 @@ def test_a_word_of_evaluation_the_agent_never_sees_is_an_echo() -> None:
     assert quote is not None and quote.kind == "feedback" and quote.quoted == "gold"
     assert find_quote("Reply with the answer alone, without extra words.", evidence) is None
     # where it only qualifies the next word, screening drops it and keeps the instruction
-    kept = screen("Provide only the exact gold answer, without extra words.", evidence)
+    kept = clean_text("Provide only the exact gold answer, without extra words.", evidence)
     assert kept.clean == "Provide only the exact answer, without extra words."
     assert [(part, q.kind) for part, q in kept.removed] == [("gold", "feedback")]
     # a word the agent does see is its own to use
@@ -147,13 +147,13 @@ def test_a_short_run_of_the_scorers_own_words_is_feedback_too() -> None:
 
 
 def test_a_sound_sentence_is_kept_apart_from_a_pasted_verdict() -> None:
-    result = screen("Check the answer: it contains the gold answer plus extra words, and scoring "
+    result = clean_text("Check the answer: it contains the gold answer plus extra words, and scoring "
                     "is exact match. Instead, reply with the shortest phrase that answers.",
                     _evidence())
     assert result.clean == "Reply with the shortest phrase that answers."
     assert [q.kind for _, q in result.removed] == ["feedback"]
-    assert screen("Do not add extra words.", _evidence()).clean == "Do not add extra words."
-    assert screen("It contains the gold answer plus extra words.", _evidence()).clean is None
+    assert clean_text("Do not add extra words.", _evidence()).clean == "Do not add extra words."
+    assert clean_text("It contains the gold answer plus extra words.", _evidence()).clean is None
 
 
 def test_the_name_every_task_of_one_group_shares_is_still_that_items() -> None:
@@ -198,7 +198,7 @@ def test_the_optimizers_own_instructions_are_not_a_rule() -> None:
 
 
 def test_a_bullet_keeps_its_marker_when_its_first_sentence_is_left_out() -> None:
-    result = screen("- Check the answer: it contains the gold answer plus extra words, and "
+    result = clean_text("- Check the answer: it contains the gold answer plus extra words, and "
                     "scoring is exact match. Instead, reply with the shortest phrase.",
                     _evidence())
     assert result.clean == "- Reply with the shortest phrase."

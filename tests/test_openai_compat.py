@@ -424,7 +424,7 @@ def test_stop_does_not_wait_for_a_hanging_request(make: Make) -> None:
 
 
 def test_a_whole_training_run_over_http_matches_the_scripted_run(tmp_path: Path) -> None:
-    from skillgrad.build import build_trainer
+    from skillgrad.trainer import build_trainer
 
     scripted_dir, http_dir = tmp_path / "scripted", tmp_path / "http"
     scripted_dir.mkdir()

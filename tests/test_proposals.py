@@ -12,13 +12,13 @@ import toy
 import yaml
 from conftest import toy_config
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task
 from skillgrad.settings import sample_temperature
 from skillgrad.stages.render import compare_reply, render_contrast, render_expected
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
+from skillgrad.trainer import build_trainer
 
 
 def _sampled(folder: Path, helpful: bool = True, proposals: int = 3) -> Path:

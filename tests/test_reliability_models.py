@@ -21,8 +21,7 @@ import yaml
 from conftest import toy_config
 from pydantic import BaseModel
 
-from skillgrad import cli
-from skillgrad.build import build_trainer
+from skillgrad.cli.report import print_summary
 from skillgrad.config import load_config
 from skillgrad.errors import ModelError
 from skillgrad.models.ask_json import RETRY_MAX_TOKENS, ask_json
@@ -33,9 +32,9 @@ from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.models.store import ResponseCache
-from skillgrad.summary import model_usage
+from skillgrad.models.usage import model_usage
 from skillgrad.testing import FakeOpenAIServer, Fault
-from skillgrad.trainer import OptimizerUnusable
+from skillgrad.trainer import OptimizerUnusable, build_trainer
 
 
 def ask(text: str = "hello there", **fields: Any) -> ChatRequest:
@@ -221,13 +220,13 @@ def test_the_end_of_run_printout_and_show_count_what_could_not_be_used(
     summary = build_trainer(load_config(cfg), run).fit()  # never stops: rc 0, 6 steps
     assert summary["steps"] == 6 and summary["edits"]["unusable_steps"] == 6
     capsys.readouterr()
-    cli._print_summary(summary, run)
+    print_summary(summary, run)
     printed = capsys.readouterr().out
     assert "optimizer: 50 analyst replies could not be used (parse errors); 6 steps without a " \
            "usable reply" in printed
     assert "optimizer: 100 calls" in printed and "100 attempts (100 ok)" in printed
     (run / "summary.json").unlink()  # as while it trains, or after a stop
-    from skillgrad.runs_cli import show_command
+    from skillgrad.cli.runs import show_command
 
     show_command(run)
     shown = " ".join(capsys.readouterr().out.split())  # show wraps its lines at 80 columns
@@ -260,7 +259,7 @@ def test_every_attempt_is_counted_by_kind_and_equals_what_the_endpoint_saw(
     assert attempts["ok"] == sum(u["calls"] - u["cached"] for u in models.values())
     assert sum(u["retries"] for u in models.values()) == len(faults)
     capsys.readouterr()
-    cli._print_summary(summary, toy_dir / "run")
+    print_summary(summary, toy_dir / "run")
     printed = capsys.readouterr().out
     target = models["target"]["attempts"]
     assert f"{sum(target.values())} attempts ({target['ok']} ok, 1 rate limit, 2 server error, " \

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import toy_config
 
-from skillgrad import cli as cli_module
+from skillgrad.cli import main as cli_module
 from skillgrad.rundir import RunDir
 from skillgrad.state import TrainerState
 
@@ -212,15 +211,15 @@ class CheckpointFault:
         self.out, self.nth, self.exc = out, nth, exc
         self.writes, self.before = 0, b""
         self._fds: set[int] = set()
-        self._mkstemp, self._fsync = tempfile.mkstemp, os.fsync
-        monkeypatch.setattr(tempfile, "mkstemp", self.mkstemp)
+        self._open, self._fsync = os.open, os.fsync
+        monkeypatch.setattr(os, "open", self.open)
         monkeypatch.setattr(os, "fsync", self.fsync)
 
-    def mkstemp(self, *args: Any, **kwargs: Any) -> tuple[int, str]:
-        fd, name = self._mkstemp(*args, **kwargs)
-        if Path(name).name.startswith(".checkpoint.json."):
+    def open(self, path: Any, *args: Any, **kwargs: Any) -> int:
+        fd = self._open(path, *args, **kwargs)
+        if Path(path).name.startswith(".checkpoint.json."):  # the temporary file of a write
             self._fds.add(fd)
-        return fd, name
+        return fd
 
     def fsync(self, fd: int) -> None:
         if fd in self._fds:
@@ -334,9 +333,9 @@ def test_debug_may_follow_the_subcommand(tmp_path: Path) -> None:
 
 
 def test_fit_as_a_library_call_locks_the_run_directory(toy_dir: Path) -> None:
-    from skillgrad.build import build_trainer
     from skillgrad.config import load_config
     from skillgrad.errors import RunDirError
+    from skillgrad.trainer import build_trainer
 
     run = toy_dir / "run"
     run.mkdir()

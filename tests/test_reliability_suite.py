@@ -41,9 +41,9 @@ import yaml
 from conftest import toy_config
 from test_resume import comparable
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.testing import FakeOpenAIServer, Fault
+from skillgrad.trainer import build_trainer
 
 HEAVY = os.environ.get("SKILLGRAD_HEAVY_RELIABILITY") == "1"
 TESTS = Path(__file__).resolve().parent

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from conftest import toy_config
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.errors import RunDirError
 from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.rundir import read_jsonl
+from skillgrad.trainer import build_trainer
 
 
 class SimulatedKill(BaseException):

@@ -12,9 +12,9 @@ from typing import Any
 from conftest import toy_config_full
 
 from skillgrad import parallel
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.models.client import CallTiming
+from skillgrad.trainer import build_trainer
 
 EPOCHS = ["train.num_epochs=3", "train.steps_per_epoch=1", "optimizer.use_slow_update=true",
           "optimizer.use_meta_skill=true"]

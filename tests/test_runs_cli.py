@@ -16,13 +16,13 @@ import yaml
 from conftest import toy_config, toy_config_full
 from e2e import cli, one_line_error
 
-from skillgrad.build import build_trainer
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.cli import app
+from skillgrad.cli.main import app
 from skillgrad.config import load_config
 from skillgrad.errors import SkillgradError
 from skillgrad.runview import Column, Versions, gains, paired_interval
 from skillgrad.testing import scripted_optimizer
+from skillgrad.trainer import build_trainer
 
 FUZZY_ANCHOR = "Answer the question about the itme."  # one letter off the skill's line
 MISSING_ANCHOR = "Rule zebra: a line the skill does not have."

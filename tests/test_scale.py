@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import toy_config
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.envs.data import iter_located_records, parse_records
 from skillgrad.envs.qa.env import parse_record
@@ -20,6 +19,7 @@ from skillgrad.records import RolloutResult, Task
 from skillgrad.rundir import RunDir
 from skillgrad.stages.rollout import score
 from skillgrad.state import BatchOrder, TrainerState, batch_for
+from skillgrad.trainer import build_trainer
 
 # ----------------------------------------------------------------------------- scores
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.dotted import flatten
 from skillgrad.errors import ConfigError
 from skillgrad.testing.openai_server import FakeOpenAIServer
+from skillgrad.trainer import build_trainer
 from tests import toy
 from tests.e2e import cli, one_line_error
 from tests.skillopt_checkout import BENCHMARKS, ENVIRON, FIXTURES, SKILLOPT, make_checkout

@@ -136,9 +136,9 @@ def test_a_bad_tasks_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_the_tasks_train_a_skill_behind_the_gate(tmp_path: Path) -> None:
-    from skillgrad.build import build_trainer
     from skillgrad.config import validate
     from skillgrad.sleep.tasks import write_tasks
+    from skillgrad.trainer import build_trainer
 
     tasks = [SleepTask(id=f"t{i}", intent=f"fix the bug in module{i}.py",
                        checks=[Check(op="mentions_file", arg=f"module{i}.py")])

@@ -28,7 +28,6 @@ from test_runs_cli import _train
 from wandb.proto import wandb_internal_pb2
 
 from skillgrad import Trainer, optimize
-from skillgrad.build import build_trainer
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import MlflowTracking, ResolvedConfig, SkillgradConfig, load_config
 from skillgrad.envs.qa import QAOptions
@@ -39,6 +38,7 @@ from skillgrad.tracking import Tracker
 from skillgrad.tracking.base import run_params
 from skillgrad.tracking.mlflow import MlflowTracker, tracking_uri
 from skillgrad.tracking.wandb import WandbTracker
+from skillgrad.trainer import build_trainer
 
 ONE_EPOCH = ["train.num_epochs=1", "train.steps_per_epoch=3"]
 EXPERIMENT = "skillgrad-tests"

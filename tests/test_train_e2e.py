@@ -9,9 +9,9 @@ from pathlib import Path
 import toy
 from conftest import toy_config
 
-from skillgrad.build import build_trainer
 from skillgrad.config import load_config
 from skillgrad.rundir import read_jsonl
+from skillgrad.trainer import build_trainer
 
 
 def train(cfg_path: Path, out: Path, overrides: tuple[str, ...] = ()) -> dict:

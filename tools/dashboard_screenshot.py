@@ -22,11 +22,11 @@ sys.path.insert(0, str(ROOT / "tests"))  # the toy task family and its scripted 
 from conftest import toy_config  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from skillgrad.build import build_trainer  # noqa: E402
+from skillgrad.cli.dashboard import address, listen, make_server  # noqa: E402
 from skillgrad.config import load_config  # noqa: E402
 from skillgrad.dashboard.app import create_app  # noqa: E402
-from skillgrad.dashboard.cli import address, listen, make_server  # noqa: E402
 from skillgrad.dashboard.discover import discover  # noqa: E402
+from skillgrad.trainer import build_trainer  # noqa: E402
 
 
 def make_run(folder: Path) -> Path:

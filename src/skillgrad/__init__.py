@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from skillgrad.version import __version__
 
 _EXPORTS = {
     "optimize": "skillgrad.api",
@@ -41,9 +41,9 @@ _EXPORTS = {
     "TrainerCallback": "skillgrad.callbacks",
     "load_config": "skillgrad.config",
     "ResolvedConfig": "skillgrad.config",
-    "build_trainer": "skillgrad.build",
+    "build_trainer": "skillgrad.trainer",
     "build_environment": "skillgrad.build",
-    "build_clients": "skillgrad.build",
+    "build_clients": "skillgrad.clients",
     "RunDir": "skillgrad.rundir",
     "TrainerState": "skillgrad.state",
     "ModelClient": "skillgrad.models.client",
@@ -100,8 +100,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from skillgrad.api import OptimizeResult, optimize, train
-    from skillgrad.build import build_clients, build_environment, build_trainer
+    from skillgrad.build import build_environment
     from skillgrad.callbacks import TrainerCallback
+    from skillgrad.clients import build_clients
     from skillgrad.config import ResolvedConfig, load_config
     from skillgrad.envs.base import Environment
     from skillgrad.envs.memory import MemoryEnvironment
@@ -113,7 +114,7 @@ if TYPE_CHECKING:
     from skillgrad.records import EvalScore, RolloutResult, StepRecord, Task
     from skillgrad.rundir import RunDir
     from skillgrad.state import TrainerState
-    from skillgrad.trainer import Trainer
+    from skillgrad.trainer import Trainer, build_trainer
 
 
 def __getattr__(name: str) -> Any:

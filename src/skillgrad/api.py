@@ -36,18 +36,16 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from skillgrad.build import ROLES, build_clients, build_trainer
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.config import ResolvedConfig, load_config, validate
+from skillgrad.clients import ROLES, build_clients
+from skillgrad.config import validate
 from skillgrad.dotted import flatten
 from skillgrad.envs.base import EnvCommon
 from skillgrad.envs.memory import MemoryEnvironment, MemoryOptions, Metric, data_digest, split_sets
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.models.client import EndpointLimits, Meter, ModelClient
 from skillgrad.rundir import RunDir
 from skillgrad.skill import read_skill_file
-from skillgrad.state import TrainerState, check_fingerprint
 from skillgrad.tracking import tracker_callbacks
 from skillgrad.trainer import Trainer
 
@@ -78,11 +76,8 @@ def trainer_from_config(path: str | Path, overrides: Sequence[str] = (),
                         callbacks: Sequence[TrainerCallback] = (),
                         allow_config_change: bool = False) -> Trainer:
     """:meth:`Trainer.from_config <skillgrad.trainer.Trainer.from_config>`."""
-    config = Path(path)
-    resolved = load_config(config, list(overrides))
-    run_dir = Path(out) if out is not None else Path("runs") / config.stem
-    return build_trainer(resolved, run_dir, callbacks=callbacks,
-                         allow_config_change=allow_config_change)
+    return Trainer.from_config(path, overrides, out, callbacks=callbacks,
+                               allow_config_change=allow_config_change)
 
 
 @dataclass(frozen=True)
@@ -158,7 +153,7 @@ def optimize(
     options = cast(MemoryOptions, resolved.env_options)  # env.name is the memory env's, above
     env = MemoryEnvironment(splits, skill, metric, items=items, options=options)
     given = {r: model for r, (_, model) in roles.items() if model is not None}
-    clients = _clients(resolved, given)
+    clients = build_clients(resolved, given=given)
     run = RunDir(Path(out))
     trackers = tracker_callbacks(resolved, run, [c.meter for c in clients.values()])
     trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], run,
@@ -247,25 +242,6 @@ def _raw_config(config: Mapping[str, Any], roles: dict[str, dict[str, Any]],
     return raw, origins
 
 
-def _clients(resolved: ResolvedConfig, given: Mapping[str, ChatModel]) -> dict[str, ModelClient]:
-    """One client per role: the backends of role sections as ``skillgrad train`` builds them,
-    the given objects behind the same retries, budget and metering (one object serving both
-    roles keeps one concurrency limit)."""
-    named = tuple(r for r in ROLES if r not in given)
-    clients = build_clients(resolved, roles=named) if named else {}
-    meter = clients[named[0]].meter if named else Meter()
-    limits = EndpointLimits()
-    for role, model in given.items():
-        limits.declare(f"object:{id(model)}", getattr(resolved.config.model, role).concurrency)
-    for role, model in given.items():
-        spec = getattr(resolved.config.model, role)
-        clients[role] = ModelClient(
-            model, role, max_retries=spec.max_retries, retry_base_delay=spec.retry_base_delay,
-            limit=limits.semaphore(f"object:{id(model)}"), budget=spec.budget,
-            prices=spec.prices, meter=meter)
-    return clients
-
-
 def _skill_text(value: Any) -> str:
     if isinstance(value, Path):
         return read_skill_file(value)
@@ -279,60 +255,3 @@ def _skill_text(value: Any) -> str:
 
 def _name(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
-
-
-# ----------------------------------------------------------------------------- a trainer's run
-
-
-def run_state(trainer: Trainer) -> TrainerState | None:
-    """The trainer's state: in memory once it ran, else its run directory's checkpoint (checked
-    against its config, as a resume would), else ``None``."""
-    if trainer.state is not None:
-        return trainer.state
-    data = trainer.run.load_checkpoint_data()
-    if data is None:
-        return None
-    state = TrainerState.model_validate(data)
-    if not trainer.allow_config_change:
-        check_fingerprint(trainer.run, trainer.resolved, state.fingerprint, False)
-    return state
-
-
-def best_skill(trainer: Trainer) -> str:
-    """:attr:`Trainer.best_skill <skillgrad.trainer.Trainer.best_skill>`."""
-    state = run_state(trainer)
-    if state is None:
-        return trainer.env.initial_skill()
-    return trainer.run.load_skill(state.best_hash)
-
-
-def run_metrics(trainer: Trainer) -> dict[str, Any]:
-    """:attr:`Trainer.metrics <skillgrad.trainer.Trainer.metrics>`."""
-    ev = trainer.cfg.evaluation
-    state = run_state(trainer)
-    out: dict[str, Any] = {"metric": ev.gate_metric, "selection": {}, "steps": [],
-                           "best_step": 0, "test": None, "done": False}
-    if state is None:
-        return out
-
-    def selection(digest: str) -> float | None:
-        found = state.score("val", digest)
-        return None if found is None else found.metric(ev.gate_metric, ev.gate_mixed_weight)
-
-    out["selection"] = {"initial": selection(state.initial_hash),
-                        "best": selection(state.best_hash),
-                        "current": selection(state.current_hash)}
-    out["steps"] = [
-        {"epoch": r.epoch, "step": r.step, "global_step": r.global_step, "decision": r.decision,
-         "candidate": r.candidate_score, "current": r.current_score, "best": r.best_score,
-         "train_hard": r.train_hard, "train_soft": r.train_soft}
-        for r in state.history]
-    out["best_step"] = state.best_step
-    out["done"] = state.phase == "done"
-    if out["done"] and ev.eval_test:
-        test = {name: state.score("test", digest) for name, digest in (
-            ("initial", state.initial_hash), ("best", state.best_hash),
-            ("final", state.current_hash))}
-        out["test"] = {name: {"hard": s.hard, "soft": s.soft, "n": s.n}
-                       for name, s in test.items() if s is not None}
-    return out

@@ -486,7 +486,7 @@ def _role_defaults(role: str, options: BaseModel) -> BaseModel:
 # anchored edits, it pastes the scorer's reasons and replaces lines by themselves; asked three
 # times at rising temperatures for plain rules, each failed reply beside its expected answer,
 # it usually writes one that helps, and the screen finds it. Its success analyses add little
-# but cost and runaway replies (README: "Proposals").
+# but cost and runaway replies (docs/proposals.md).
 SMALL_OPTIMIZER_GRADIENT: dict[str, Any] = {"proposals": 3, "proposal_form": "rules",
                                             "failure_only": True}
 

@@ -7,17 +7,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skillgrad import __version__
-from skillgrad.build import build_client, build_environment
+from skillgrad.build import build_environment
+from skillgrad.clients import build_client
 from skillgrad.config import ResolvedConfig
 from skillgrad.errors import DataError, RunDirError
 from skillgrad.execution import rollout_environment
 from skillgrad.models.client import CallJournal
+from skillgrad.models.usage import model_usage
 from skillgrad.rundir import WorkDir
 from skillgrad.settings import execution_settings, split_cap
 from skillgrad.skill import skill_hash
 from skillgrad.stages.rollout import rollout, score
-from skillgrad.summary import model_usage
+from skillgrad.version import __version__
 
 
 def evaluate_skill(

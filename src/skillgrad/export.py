@@ -4,7 +4,7 @@ model saved for inference rather than a training checkpoint).
 Two forms:
 
 * ``skill-folder``: ``OUT/<name>/SKILL.md``, YAML front matter (``name``, ``description``) and
-  the skill, following the Agent Skills rules (:func:`skillgrad.sleep.skills.validate_skill`);
+  the skill, following the Agent Skills rules (:func:`skillgrad.agentskills.validate_skill`);
   :func:`install_skill` puts one where Claude Code or Codex looks for skills.
 * ``agents-md``: a section of a memory file (``AGENTS.md``, ``CLAUDE.md``) between two marker
   comments naming the skill; the rest of the file is kept byte for byte, and a later export
@@ -29,14 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from skillgrad import prompts
-from skillgrad.errors import SkillgradError
-from skillgrad.files import read_optional, replace_keeping_mode
-from skillgrad.models.ask_json import ask_json
-from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import Message
-from skillgrad.rundir import RunDir
-from skillgrad.skill import protected_spans, remove_span
-from skillgrad.sleep.skills import (
+from skillgrad.agentskills import (
     MAX_DESCRIPTION,
     MAX_NAME,
     SKILL_FILE,
@@ -48,6 +41,15 @@ from skillgrad.sleep.skills import (
     skill_roots,
     validate_skill,
 )
+from skillgrad.clients import build_client
+from skillgrad.config import load_config
+from skillgrad.errors import SkillgradError
+from skillgrad.files import read_optional, replace_keeping_mode
+from skillgrad.models.ask_json import ask_json
+from skillgrad.models.base import ChatModel
+from skillgrad.models.messages import Message
+from skillgrad.rundir import RunDir
+from skillgrad.skill import protected_spans, remove_span
 
 Format = Literal["skill-folder", "agents-md"]
 FORMATS: tuple[Format, ...] = ("skill-folder", "agents-md")
@@ -205,9 +207,6 @@ def describe_skill(model: ChatModel, skill_text: str, name: str) -> str:
 
 def run_optimizer(run_dir: Path) -> ChatModel:
     """The optimizer model of the run in ``run_dir``, from the config it recorded."""
-    from skillgrad.build import build_client
-    from skillgrad.config import load_config
-
     run = RunDir(run_dir)
     if not run.config_path.exists():
         raise ExportError(f"{run.config_path}: missing, so the run's optimizer is unknown; give "

@@ -1,5 +1,6 @@
-"""Files of the user's that skillgrad reads or replaces (a skill folder, an AGENTS.md): read
-whole or found missing, and replaced in one step, never left half written."""
+"""Files read whole or found missing, and replaced in one step, never left half written: the
+one atomic write of skillgrad, for a run's files and for the user's (a skill folder, an
+AGENTS.md)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,21 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place: an
+    interrupt, a kill or a full disk leaves the old file (or none), never half of one. The file
+    is readable by its owner only (a run's files may quote what the models were sent)."""
+    try:
+        replace_file(path, text.encode("utf-8"), 0o600)
+    except OSError as exc:
+        raise naming_error(exc, path) from exc
+
+
+def naming_error(exc: OSError, path: Path) -> OSError:
+    """``exc`` about ``path``: a failed write names the file it was for, not the temporary
+    file (or nothing, as a full disk does). The errno keeps its subclass."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))

@@ -36,7 +36,6 @@ import dataclasses
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -46,41 +45,16 @@ import yaml
 from pydantic import BaseModel
 
 from skillgrad.errors import RunDirError
+from skillgrad.files import atomic_write_text, naming_error
 from skillgrad.skill import skill_hash
 
 SCHEMA_VERSION = 1
 CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
+RECORD, GATE = "record.json", "gate.json"  # a step's record and its gate decision
 LOCK = "run.lock"
 _HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place: an
-    interrupt, a kill or a full disk leaves the old file (or none), never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise _naming(exc, path) from exc
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)  # gone after a successful replace
-
-
-def _naming(exc: OSError, path: Path) -> OSError:
-    """``exc`` about ``path``: a failed write names the file it was for, not the temporary
-    file (or nothing, as a full disk does). The errno keeps its subclass."""
-    if exc.errno is None:
-        return exc
-    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -108,6 +82,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def read_json(path: Path) -> Any:
+    """A JSON file of a run (None when it is not there)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path}: not valid JSON (line {exc.lineno})") from None
+
+
 class WorkDir:
     """One folder of a run's work (a step, the start of an epoch, an evaluation scope) and the
     names of the files in it. ``artifact`` takes the stage artifacts a candidate was made
@@ -131,8 +117,12 @@ class WorkDir:
     def calls_path(self) -> Path:
         return self.path / CALLS
 
+    @property
+    def rollouts_path(self) -> Path:
+        return self.path / ROLLOUTS
+
     def rollouts(self, results: Iterable[Any]) -> None:
-        write_jsonl(self.path / ROLLOUTS, results)
+        write_jsonl(self.rollouts_path, results)
 
     def patches(self, patches: Any) -> None:
         write_json(self.path / "patches.json", patches)
@@ -146,10 +136,10 @@ class WorkDir:
         atomic_write_text(self.path / "candidate.md", text)
 
     def gate(self, decision: Any) -> None:
-        write_json(self.path / "gate.json", decision)
+        write_json(self.path / GATE, decision)
 
     def record(self, record: Any) -> None:
-        write_json(self.path / "record.json", record)
+        write_json(self.path / RECORD, record)
 
     def pairs(self, rows: Iterable[Any]) -> None:
         write_jsonl(self.path / "pairs.jsonl", rows)
@@ -162,6 +152,21 @@ class WorkDir:
 
     def eval_summary(self, summary: Any) -> None:
         write_json(self.path / EVAL_SUMMARY, summary)
+
+    # Read back (None: the folder has no such file, the step did not get that far).
+    def read_rollouts(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.rollouts_path)
+
+    def read_record(self) -> Any:
+        return read_json(self.path / RECORD)
+
+    def read_gate(self) -> Any:
+        return read_json(self.path / GATE)
+
+    def read_artifact(self, kind: str) -> Any:
+        if kind not in self.ARTIFACTS:
+            raise ValueError(f"unknown step artifact {kind!r}")
+        return read_json(self.path / self.ARTIFACTS[kind])
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -219,11 +224,27 @@ class RunDir:
 
     def step_dir(self, epoch: int, step: int) -> WorkDir:
         """The folder of 1-based ``step`` of 1-based ``epoch``."""
-        return WorkDir(self.root / "steps" / f"e{epoch:02d}-s{step:03d}")
+        return WorkDir(self.steps_folder / f"e{epoch:02d}-s{step:03d}")
+
+    @property
+    def steps_folder(self) -> Path:
+        """The folder of the step folders."""
+        return self.root / "steps"
+
+    @property
+    def epochs_folder(self) -> Path:
+        """The folder of the start-of-epoch folders."""
+        return self.root / "epochs"
+
+    def step_dirs(self) -> list[WorkDir]:
+        """The folders of the steps that have started, in the order they ran."""
+        base = self.steps_folder
+        return sorted((WorkDir(p) for p in base.iterdir() if p.is_dir()),
+                      key=lambda w: w.path.name) if base.is_dir() else []
 
     def epoch_dir(self, epoch: int) -> WorkDir:
         """The folder of the work done before 1-based ``epoch`` started."""
-        return WorkDir(self.root / "epochs" / f"e{epoch:02d}")
+        return WorkDir(self.epochs_folder / f"e{epoch:02d}")
 
     @property
     def meta_skill_path(self) -> Path:
@@ -240,7 +261,7 @@ class RunDir:
         """The per-task (hard, soft) of skill ``digest``'s evaluation on ``split``, in the
         order its rollouts were written: what its score was made from. Read a line at a time
         (the rollouts hold whole conversations)."""
-        path = self.eval_dir(split, digest).path / ROLLOUTS
+        path = self.eval_dir(split, digest).rollouts_path
         out: dict[str, tuple[float, float]] = {}
         try:
             with path.open(encoding="utf-8") as fh:
@@ -272,7 +293,7 @@ class RunDir:
             with self.events_path.open("a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
         except OSError as exc:
-            raise _naming(exc, self.events_path) from exc
+            raise naming_error(exc, self.events_path) from exc
 
     def events(self) -> list[dict[str, Any]]:
         return read_jsonl(self.events_path)

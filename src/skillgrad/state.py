@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from skillgrad.config import ResolvedConfig, config_changes, dump_yaml
+from skillgrad.config import EvaluationSection, ResolvedConfig, config_changes, dump_yaml
 from skillgrad.dotted import flatten
 from skillgrad.errors import RunDirError
 from skillgrad.records import EpochUpdate, EvalScore, RejectedStep, StepRecord, Task
@@ -255,3 +255,58 @@ def _config_changes(run: RunDir, resolved: ResolvedConfig, shown: int = 3) -> st
         return " (a masked value differs: a URL credential, a header or a secret field)"
     more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
     return f" ({'; '.join(changes[:shown])}{more})"
+
+
+# ----------------------------------------------------------------------------- read-back
+
+
+def read_state(run: RunDir, resolved: ResolvedConfig, allow_change: bool) -> TrainerState | None:
+    """The state of ``run``'s checkpoint as a finished or stopped run left it, without
+    starting anything (``None`` before the first checkpoint). Unless ``allow_change``, a
+    checkpoint of another config is refused, as resuming it would be."""
+    data = run.load_checkpoint_data()
+    if data is None:
+        return None
+    state = TrainerState.model_validate(data)
+    if not allow_change:
+        check_fingerprint(run, resolved, state.fingerprint, False)
+    return state
+
+
+def best_skill(run: RunDir, state: TrainerState | None, initial: str) -> str:
+    """The text of the best skill so far: ``initial`` before the first checkpoint."""
+    return initial if state is None else run.load_skill(state.best_hash)
+
+
+def run_metrics(state: TrainerState | None, evaluation: EvaluationSection) -> dict[str, Any]:
+    """The run's scores as plain data (:attr:`Trainer.metrics
+    <skillgrad.trainer.Trainer.metrics>`): the gate metric of the initial, best and current
+    skill on the selection split, per step its decision and scores, the best step, and the
+    test scores once the run is done."""
+    ev = evaluation
+    out: dict[str, Any] = {"metric": ev.gate_metric, "selection": {}, "steps": [],
+                           "best_step": 0, "test": None, "done": False}
+    if state is None:
+        return out
+
+    def selection(digest: str) -> float | None:
+        found = state.score("val", digest)
+        return None if found is None else found.metric(ev.gate_metric, ev.gate_mixed_weight)
+
+    out["selection"] = {"initial": selection(state.initial_hash),
+                        "best": selection(state.best_hash),
+                        "current": selection(state.current_hash)}
+    out["steps"] = [
+        {"epoch": r.epoch, "step": r.step, "global_step": r.global_step, "decision": r.decision,
+         "candidate": r.candidate_score, "current": r.current_score, "best": r.best_score,
+         "train_hard": r.train_hard, "train_soft": r.train_soft}
+        for r in state.history]
+    out["best_step"] = state.best_step
+    out["done"] = state.phase == "done"
+    if out["done"] and ev.eval_test:
+        test = {name: state.score("test", digest) for name, digest in (
+            ("initial", state.initial_hash), ("best", state.best_hash),
+            ("final", state.current_hash))}
+        out["test"] = {name: {"hard": s.hard, "soft": s.soft, "n": s.n}
+                       for name, s in test.items() if s is not None}
+    return out

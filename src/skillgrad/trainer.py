@@ -21,12 +21,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from skillgrad import __version__, settings
+from skillgrad import settings
+from skillgrad.build import build_environment
 from skillgrad.callbacks import TrainerCallback
-from skillgrad.config import ResolvedConfig
+from skillgrad.clients import build_clients
+from skillgrad.config import ResolvedConfig, load_config
 from skillgrad.envs.base import Environment
 from skillgrad.errors import DataError, RunStopped
 from skillgrad.execution import rollout_environment
+from skillgrad.export import default_description, export_skill, skill_name
 from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
 from skillgrad.parallel import fan_out
 from skillgrad.records import (
@@ -60,12 +63,17 @@ from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_gui
 from skillgrad.state import (
     BatchOrder,
     TrainerState,
+    best_skill,
     claim_run,
+    read_state,
     resume_state,
+    run_metrics,
     step_rng,
     steps_per_epoch,
 )
 from skillgrad.summary import build_summary
+from skillgrad.tracking import tracker_callbacks
+from skillgrad.version import __version__
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -142,10 +150,11 @@ class Trainer:
         """The trainer of the config file ``path`` with dotted ``key=value`` ``overrides`` (as
         ``--set`` takes them), training into ``out`` (default ``runs/<config name>``, as
         ``skillgrad train``); built by :func:`~skillgrad.build.build_trainer`."""
-        from skillgrad.api import trainer_from_config  # deferred: api builds on this module
-
-        return trainer_from_config(path, overrides, out, callbacks=callbacks,
-                                   allow_config_change=allow_config_change)
+        config = Path(path)
+        resolved = load_config(config, list(overrides))
+        run_dir = Path(out) if out is not None else Path("runs") / config.stem
+        return build_trainer(resolved, run_dir, callbacks=callbacks,
+                             allow_config_change=allow_config_change)
 
     def fit(self) -> dict[str, Any]:
         """Train to the end (or continue to it) and return the summary. The run directory is
@@ -180,16 +189,12 @@ class Trainer:
         best selection score, training score), ``best_step``, ``done``, and ``test`` (initial,
         best and final hard / soft / n) once the run is done. Read from the checkpoint before
         the trainer has run."""
-        from skillgrad.api import run_metrics  # deferred: api builds on this module
-
-        return run_metrics(self)
+        return run_metrics(self._read_state(), self.cfg.evaluation)
 
     @property
     def best_skill(self) -> str:
         """The text of the best skill so far (the initial skill before training)."""
-        from skillgrad.api import best_skill  # deferred: api builds on this module
-
-        return best_skill(self)
+        return best_skill(self.run, self._read_state(), self.env.initial_skill())
 
     def export(self, fmt: Literal["skill-folder", "agents-md"] = "skill-folder", *,
                out: str | Path, name: str | None = None,
@@ -198,15 +203,19 @@ class Trainer:
         ``agents-md``: a section of the memory file ``out``) and return the path written.
         ``name`` defaults to the run directory's name, ``description`` to one made from the
         skill's first heading; ``keep_blocks`` keeps the protected blocks' markers."""
-        from skillgrad import export  # deferred: export is a layer above the trainer
-
         skill = self.best_skill
-        path: Path = export.export_skill(
+        path: Path = export_skill(
             skill, fmt, Path(out), keep_blocks=keep_blocks,
-            name=name if name is not None else export.skill_name(self.run.root.resolve().name),
+            name=name if name is not None else skill_name(self.run.root.resolve().name),
             description=(description if description is not None
-                         else export.default_description(skill, self.cfg.env.name)))
+                         else default_description(skill, self.cfg.env.name)))
         return path
+
+    def _read_state(self) -> TrainerState | None:
+        """The state in memory, else the checkpoint's (checked against the config)."""
+        if self.state is not None:
+            return self.state
+        return read_state(self.run, self.resolved, self.allow_config_change)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -726,3 +735,26 @@ class Trainer:
         refused = [e.description if isinstance(e, Suggestion) else e.content
                    for r in self._rejected() if r.note.startswith(REFUSED) for e in r.edits]
         return Evidence.of(results, self._train_by_id, refused)
+
+
+def build_trainer(
+    resolved: ResolvedConfig,
+    out: Path,
+    *,
+    callbacks: Sequence[TrainerCallback] = (),
+    allow_config_change: bool = False,
+    replay: Path | None = None,
+    prior_rejected: Sequence[RejectedStep] = (),
+) -> Trainer:
+    """``prior_rejected``: changes an earlier run rejected, shown to the optimizer from the
+    start (a sleep night carries the last night's over). The trackers of the config's
+    ``tracking:`` section follow ``callbacks``; a replay has none (it reproduces a recorded
+    run and logs no second one)."""
+    run = RunDir(out)
+    env = build_environment(resolved)
+    clients = build_clients(resolved, replay=replay)
+    trackers = [] if replay is not None else tracker_callbacks(
+        resolved, run, [c.meter for c in clients.values()])
+    return Trainer(resolved, env, clients["target"], clients["optimizer"], run,
+                   callbacks=[*callbacks, *trackers], allow_config_change=allow_config_change,
+                   prior_rejected=prior_rejected)

@@ -13,8 +13,16 @@ from skillgrad.dashboard.charts import Series, line_chart
 from skillgrad.dashboard.discover import RunRef
 from skillgrad.dashboard.pages import score_points
 from skillgrad.rundir import RunDir
-from skillgrad.runs_cli import compare_rows, gain_line
-from skillgrad.runview import Column, Gain, column_label, gains, load_state, run_column
+from skillgrad.runview import (
+    Column,
+    Gain,
+    column_label,
+    compare_rows,
+    gain_line,
+    gains,
+    load_state,
+    run_column,
+)
 
 COLOURS = 8  # the stylesheet's run-0 ... run-7
 

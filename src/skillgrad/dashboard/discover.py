@@ -20,7 +20,7 @@ from pathlib import Path
 
 from skillgrad.errors import SkillgradError
 from skillgrad.rundir import LOCK, RunDir
-from skillgrad.sleep.stage import SLEEP_DIR
+from skillgrad.sleep.staging import SLEEP_DIR
 
 MAX_DEPTH = 4  # runs/compare-math/skillgrad/seed0 is three levels under runs
 SKIPPED = frozenset({"node_modules", "__pycache__"})
@@ -223,7 +223,7 @@ def fingerprint(root: Path, locks: LockTable) -> str:
             parts.append(f"{path.name}:{st.st_size}:{st.st_mtime_ns}")
         except OSError:
             parts.append(f"{path.name}:-")
-    for folder in (root / "steps", root / "epochs"):
+    for folder in (run.steps_folder, run.epochs_folder):
         names = sorted(_names(folder))
         parts.append(",".join(names[-1:]) + f"#{len(names)}")
         if names:

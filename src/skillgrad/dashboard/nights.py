@@ -1,6 +1,6 @@
 """Sleep nights: each night of a project, what it staged (the report, the proposed files and
 their diffs against the live ones) and the runs it trained, read from the folders
-:mod:`skillgrad.sleep.stage` and :mod:`skillgrad.sleep.night` write (never written here)."""
+:mod:`skillgrad.sleep.staging` and :mod:`skillgrad.sleep.night` write (never written here)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 from skillgrad.dashboard.discover import Catalog, RunRef, SleepRef
 from skillgrad.dashboard.skills import DiffRow, unified_rows
 from skillgrad.errors import SkillgradError
-from skillgrad.sleep.night import NightState
-from skillgrad.sleep.stage import Night, Pin, Staging
+from skillgrad.sleep.staging import Night, NightState, Pin, Staging
 
 
 @dataclass(frozen=True)

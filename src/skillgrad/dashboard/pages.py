@@ -13,6 +13,7 @@ from skillgrad.dashboard.charts import Chart, Point, Series, chart
 from skillgrad.dashboard.discover import Catalog, LockTable, RunRef
 from skillgrad.dashboard.skills import version_names
 from skillgrad.errors import SkillgradError
+from skillgrad.models.usage import model_usage
 from skillgrad.records import EpochUpdate, GateDecision, RejectedStep, StepRecord
 from skillgrad.rundir import RunDir
 from skillgrad.runview import (
@@ -27,7 +28,6 @@ from skillgrad.runview import (
     step_name,
 )
 from skillgrad.state import TrainerState
-from skillgrad.summary import model_usage
 
 MARKS = {"accept": "accept", "accept_new_best": "accept", "reject": "reject",
          "refused": "refused", "skip": "skip"}

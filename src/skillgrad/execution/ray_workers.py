@@ -35,7 +35,7 @@ from typing import Any
 
 from skillgrad.envs.base import Environment, Split
 from skillgrad.errors import ConfigError, ExecutionError
-from skillgrad.execution import ExecutionSettings, ModelSpec
+from skillgrad.execution.settings import ExecutionSettings, ModelSpec
 from skillgrad.models.base import ChatModel, Metered
 from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.records import RolloutResult, Task

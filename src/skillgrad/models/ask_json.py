@@ -12,6 +12,8 @@ that was only cut off is also given room to finish: twice the token limit, up to
 :data:`RETRY_MAX_TOKENS`. If that reply is cut off too, it is dropped and the drop is counted
 (``cut_off_dropped`` of the stage, through :class:`~skillgrad.models.base.Metered`). The retry
 depends only on the replies, so a recorded run replays.
+(Over the house limit of ~400 lines: the refusal of a runaway reply and the repair of a
+JSON one decide together whether a reply is retried, so they stay beside each other.)
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Failures are never journaled: an infrastructure error is never cached as a resul
 A client's optional ``observer`` is told the timing of every attempt sent to its model
 (:class:`CallTiming`): what a benchmark of the run's call graph reads. It sees no journaled or
 cached answer and changes nothing a call returns or records.
+(Over the house limit of ~400 lines: the client layer's parts (meter, journal, limits,
+retries) each act on every call, and a call's path through them reads in one module.)
 """
 
 from __future__ import annotations

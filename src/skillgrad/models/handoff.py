@@ -24,9 +24,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillgrad.errors import AnswersPending, FatalModelError
+from skillgrad.files import atomic_write_text
 from skillgrad.models.base import refuse_tools
 from skillgrad.models.messages import ChatRequest, Completion, Usage
-from skillgrad.rundir import atomic_write_text
 
 log = logging.getLogger(__name__)
 

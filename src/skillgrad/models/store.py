@@ -18,8 +18,9 @@ import threading
 from pathlib import Path
 
 from skillgrad.errors import DataError, FatalModelError
+from skillgrad.files import atomic_write_text
 from skillgrad.models.messages import ChatRequest, Completion
-from skillgrad.rundir import CALLS, atomic_write_text
+from skillgrad.rundir import CALLS
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from skillgrad.errors import ConfigError
 from skillgrad.skillopt.notes import CompatNote
 
 if TYPE_CHECKING:
-    from skillgrad.skillopt.translate import EnvFields, Work
+    from skillgrad.skillopt.work import EnvFields, Work
 
 # SkillOpt's benchmark names that are called otherwise here.
 RENAMED = {"livemathematicianbench": "mcq"}

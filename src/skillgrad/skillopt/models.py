@@ -28,7 +28,7 @@ from skillgrad.errors import ConfigError
 from skillgrad.skillopt.notes import CompatNote
 
 if TYPE_CHECKING:
-    from skillgrad.skillopt.translate import Work
+    from skillgrad.skillopt.work import Work
 
 ROLES = ("optimizer", "target")
 _AZURE = ("endpoint", "api_version", "api_key", "auth_mode", "ad_scope",
@@ -141,7 +141,7 @@ def _backend(work: Work, role: str) -> str:
     if value in _HARNESS:
         raise work.refuse(key, f"{value!r} runs {_HARNESS[value]}, which skillgrad does not "
                           f"reproduce; give model.{role} as a skillgrad section instead "
-                          "(backend: command runs such a CLI, see the README's Models)")
+                          "(backend: command runs such a CLI, see docs/models.md)")
     if role == "optimizer" and value == "minimax_chat":
         raise work.refuse(key, "SkillOpt 0.2.0 accepts minimax_chat for the optimizer but "
                           "sends its calls to Azure OpenAI; say which you mean: openai_chat, "

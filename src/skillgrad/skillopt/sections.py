@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from skillgrad.skillopt.notes import CompatNote
 
 if TYPE_CHECKING:
-    from skillgrad.skillopt.translate import Work
+    from skillgrad.skillopt.work import Work
 
 SKILLOPT_ONLY = frozenset({
     "gradient.max_analyst_rounds",

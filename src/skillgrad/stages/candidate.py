@@ -46,8 +46,8 @@ from skillgrad.stages.hygiene import (
     REFUSED,
     Evidence,
     added_text,
+    clean_items,
     find_quote,
-    screen_items,
 )
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
@@ -184,11 +184,11 @@ def aggregate_stage(
         return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
     first = [r for p in patches for r in p.refused]  # what the analysts were refused
     if settings.mode == "rewrite_from_suggestions":
-        items, refused = screen_items(fold_suggestions(patches), evidence, skill)
+        items, refused = clean_items(fold_suggestions(patches), evidence, skill)
         return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge)
-    items, refused = screen_items(agg.merged.edits, evidence, skill)
+    items, refused = clean_items(agg.merged.edits, evidence, skill)
     return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                     n_proposed=sum(len(p.edits) for p in patches),
                     artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))

@@ -20,6 +20,9 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
 works on words, with no knowledge of any environment.
+(Over the house limit of ~400 lines: every rule reads the same evidence, the words of what
+the optimizer was shown, through the same word runs; kept together, a rule added later sees
+how the others count a quote.)
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Literal
 
 from skillgrad import prompts
 from skillgrad.records import Edit, Refused, RolloutResult, Suggestion, Task
+from skillgrad.words import FUNCTION_WORDS
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
 INSTANCE_RUN = 6
@@ -58,10 +62,9 @@ MAX_ANSWER_SHARE = 0.25
 # A run of words shared by at least this share of the task inputs is scaffolding, not an item.
 SCAFFOLD_SHARE = 0.5
 
-_STOP = frozenset("""a an the and or but if then else of to in on at by for from with without as
-is are was were be been being it its this that these those there here so such not no do does did
-any all each every one your you their they he she we i me my our us his her them than too very
-can will would should could may might must""".split())
+# The shared function words plus quantifiers, modals, the remaining pronouns and a few adverbs.
+_STOP = FUNCTION_WORDS | frozenset("""all any each else every her here his may might must one
+such than their them there too us very without""".split())
 _WORD = re.compile(r"[a-z0-9]+")
 _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
@@ -399,7 +402,7 @@ _LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s
 
 
 @dataclass(frozen=True)
-class Screened:
+class Cleaned:
     """A text after hygiene: ``clean`` is what may go into the skill (``None``: nothing),
     ``removed`` the sentences left out, each with the quote that refused it."""
 
@@ -407,7 +410,7 @@ class Screened:
     removed: tuple[tuple[str, Quote], ...] = ()
 
 
-def screen(text: str, evidence: Evidence, skill: str = "") -> Screened:
+def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
     """``text`` sentence by sentence: the sentences that quote what the optimizer was shown are
     left out and the rest kept, so that a sound instruction is not lost with a pasted verdict
     beside it. Nothing is kept when what remains is under three words. A text refused only for a
@@ -415,14 +418,14 @@ def screen(text: str, evidence: Evidence, skill: str = "") -> Screened:
     without that word, and says so."""
     whole = find_quote(text, evidence, skill)
     if whole is None:
-        return Screened(text)
+        return Cleaned(text)
     repaired = _repaired(text, whole, evidence, skill)
     if repaired is not None:
         return repaired
     return _by_sentence(text, whole, evidence, skill)
 
 
-def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Screened | None:
+def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleaned | None:
     """``text`` refused only for a word of evaluation: without that word where it qualifies the
     next one, if nothing else is wrong with it then (None: it cannot be repaired so)."""
     if quote.kind != "feedback" or quote.quoted not in SCORER_TERMS:
@@ -430,7 +433,7 @@ def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Screen
     fixed, dropped = _drop_scorer_words(text, evidence, skill)
     if not dropped or find_quote(fixed, evidence, skill) is not None:
         return None
-    return Screened(fixed, dropped)
+    return Cleaned(fixed, dropped)
 
 
 def _drop_scorer_words(text: str, evidence: Evidence,
@@ -446,7 +449,7 @@ def _drop_scorer_words(text: str, evidence: Evidence,
     return text, tuple(dropped)
 
 
-def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Screened:
+def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
     marker = _MARKER.match(text)  # a bullet or number stays with what is kept of its item
     head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
     sentences = [s for s in _SENTENCE_END.split(body.strip()) if s.strip()]
@@ -463,26 +466,26 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Scr
         else:
             removed.append((sentence, quote))
     if not removed:  # the quote spans sentences: nothing to keep apart from it
-        return Screened(None, ((text, whole),))
+        return Cleaned(None, ((text, whole),))
     rest = " ".join(kept).strip()
     rest = _LEAD.sub("", rest)
     rest = rest[:1].upper() + rest[1:]
     if len(words(rest)) < 3 or find_quote(rest, evidence, skill) is not None:
-        return Screened(None, ((text, whole),))
-    return Screened(head + rest, tuple(removed))
+        return Cleaned(None, ((text, whole),))
+    return Cleaned(head + rest, tuple(removed))
 
 
-def screen_items(
+def clean_items(
     items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str = ""
 ) -> tuple[list[Edit | Suggestion], list[Refused]]:
-    """Edits or suggestions after :func:`screen`: those that may go into the skill (trimmed of
+    """Edits or suggestions after :func:`clean_text`: those that may go into the skill (trimmed of
     the sentences that quote), and what was refused, with why."""
     kept: list[Edit | Suggestion] = []
     refused: list[Refused] = []
     for item in items:
         is_edit = isinstance(item, Edit)
         field_name = "content" if is_edit else "description"
-        result = screen(getattr(item, field_name), evidence, skill)
+        result = clean_text(getattr(item, field_name), evidence, skill)
         for sentence, quote in result.removed:
             cut = item.model_copy(update={field_name: sentence})
             refused.append(Refused(item=cut, reason=f"{REFUSED}: {quote.reason()}"))

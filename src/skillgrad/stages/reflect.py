@@ -35,7 +35,7 @@ from skillgrad.records import (
     Suggestion,
     Task,
 )
-from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, screen_items
+from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, clean_items
 from skillgrad.stages.render import (
     render_breakdown,
     render_contrast,
@@ -175,7 +175,7 @@ def analyse(
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
     proposed = _items(reply.value, len(batch))
-    items, refused = screen_items(proposed, evidence, skill)
+    items, refused = clean_items(proposed, evidence, skill)
     idle = _idle(items, skill)
     if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
@@ -186,7 +186,7 @@ def analyse(
                          schema=schema)
         if again.value is not None:
             reply = again
-            items, later = screen_items(_items(reply.value, len(batch)), evidence, skill)
+            items, later = clean_items(_items(reply.value, len(batch)), evidence, skill)
             refused += later
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())

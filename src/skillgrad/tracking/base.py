@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from skillgrad import __version__
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.config import ResolvedConfig
 from skillgrad.dotted import flatten
@@ -38,6 +37,7 @@ from skillgrad.models.client import Meter
 from skillgrad.records import EvalScore, StepRecord
 from skillgrad.redact import redact_text
 from skillgrad.rundir import RunDir
+from skillgrad.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from skillgrad.config_cli import SetOpt
+from skillgrad.cli.config import SetOpt
 from skillgrad.errors import SkillgradError
 
 if TYPE_CHECKING:
@@ -108,8 +108,8 @@ def compare_command(
 
 def _score_skills(config: Path, overrides: list[str], labels: list[str],
                   paths: Sequence[Path]) -> list[Column]:
+    from skillgrad.cli.config import compat_lines
     from skillgrad.config import load_config
-    from skillgrad.config_cli import compat_lines
     from skillgrad.evaluate import evaluate_skill
     from skillgrad.runview import skill_column
     from skillgrad.skill import read_skill_file, skill_hash
@@ -358,6 +358,8 @@ def compare_lines(columns: Sequence[Column], found: Sequence[Gain], width: int) 
     out = [w for c in columns for w in wrap(
         f"{c.label}  {c.source} ({'skill file' if c.kind == 'skill' else 'run'}: {c.about})",
         width, hang="   ")]
+    from skillgrad.runview import compare_rows, gain_line
+
     rows = compare_rows(columns)
     out += ["", *table(["", *(c.label for c in columns)], rows, left={0}), ""]
     out += wrap("test scores are hard/soft; a skill file's own score is its row 'test best'",
@@ -365,43 +367,3 @@ def compare_lines(columns: Sequence[Column], found: Sequence[Gain], width: int) 
     for g in found:
         out += wrap(gain_line(g), width, hang="  ")
     return out
-
-
-def compare_rows(columns: Sequence[Column]) -> list[list[str]]:
-    """The table's rows: a name, then one cell per column (test scores hard/soft, test
-    tasks, calls, tokens and cost per role, the gate's decisions)."""
-    roles = list(dict.fromkeys(role for c in columns for role in c.models))
-    rows: list[list[str]] = []
-    for name in ("initial", "best", "final"):
-        rows.append([f"test {name}", *(_hard_soft(c.test.get(name)) for c in columns)])
-    rows.append(["test tasks", *(str(len(c.per_task)) if c.per_task else "-" for c in columns)])
-    for role in roles:
-        for key in ("calls", "tokens", "cost"):
-            rows.append([f"{role} {key}", *(_cost(c.models.get(role), key) for c in columns)])
-    for key in ("accept", "reject", "refused", "skip"):
-        rows.append([f"{key} decisions", *(str(c.decisions[key]) if c.decisions else "-"
-                                           for c in columns)])
-    return rows
-
-
-def gain_line(g: Gain) -> str:
-    """A paired gain and its interval, in words (or why there is none)."""
-    if g.hard is None or g.soft is None:
-        return f"{g.label} vs {g.against}: no interval ({g.note})"
-    return (f"{g.label} vs {g.against}, best skills on {g.n} shared test tasks: "
-            f"{_interval('hard', g.hard)}; {_interval('soft', g.soft)}")
-
-
-def _hard_soft(score: dict[str, float] | None) -> str:
-    return "-" if score is None else f"{score['hard']:.3f}/{score['soft']:.3f}"
-
-
-def _cost(usage: dict[str, float] | None, key: str) -> str:
-    if usage is None:
-        return "-"
-    return f"{usage[key]:.4f}" if key == "cost" else str(int(usage[key]))
-
-
-def _interval(metric: str, found: tuple[float, float, float]) -> str:
-    mean, low, high = found
-    return f"{metric} {mean:+.3f} (95% interval {low:+.3f} to {high:+.3f})"

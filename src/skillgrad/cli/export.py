@@ -23,9 +23,9 @@ OptText = Optional[str]  # noqa: UP045 - typer needs Optional here
 
 
 def _say(line: str) -> None:
-    from skillgrad.cli import out_console
+    from skillgrad.console import say
 
-    out_console.print(line, markup=False, highlight=False)
+    say(line)
 
 
 def export_command(

@@ -152,9 +152,6 @@ def _credentials(resolved: ResolvedConfig) -> list[str]:
 
 
 def _printer() -> Print:
-    from skillgrad.cli import out_console
-
-    def say(line: str) -> None:
-        out_console.print(line, markup=False, highlight=False)
+    from skillgrad.console import say
 
     return say

@@ -1,0 +1,176 @@
+"""What ``skillgrad train`` shows while and after it trains: the start or resume banner,
+progress bars, a line per step and per epoch update, the plan of a dry run, the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from skillgrad.callbacks import TrainerCallback
+from skillgrad.cli.runs import usage_line
+from skillgrad.config import ResolvedConfig
+from skillgrad.console import console, out_console
+from skillgrad.records import EpochUpdate, EvalScore, StepRecord
+from skillgrad.rundir import RunDir
+
+
+class ProgressCallback(TrainerCallback):
+    """Progress bars for stages with a known number of tasks, one line per step."""
+
+    def __init__(self, progress: Progress, steps: int | None = None, done: int = 0) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+        self.steps = (progress.add_task("steps", total=steps, completed=done)
+                      if steps else None)
+
+    def on_stage_start(self, stage: str, total: int | None) -> None:
+        label = stage if total is not None else f"{stage}…"
+        self.tasks[stage] = self.progress.add_task(label, total=total)
+
+    def on_task_done(self, stage: str) -> None:
+        if stage in self.tasks:
+            self.progress.advance(self.tasks[stage])
+
+    def on_stage_end(self, stage: str, seconds: float) -> None:
+        task = self.tasks.pop(stage, None)
+        if task is not None:
+            self.progress.remove_task(task)
+
+    def on_evaluate(self, score: EvalScore) -> None:
+        self.progress.console.print(
+            f"  eval {score.split} of skill {score.skill_hash[:8]}: hard {score.hard:.3f} "
+            f"soft {score.soft:.3f} (n={score.n})"
+        )
+
+    def on_step_end(self, r: StepRecord) -> None:
+        cand = "-" if r.candidate_score is None else f"{r.candidate_score:.3f}"
+        cur = "-" if r.current_score is None else f"{r.current_score:.3f}"
+        budget = (f"{r.rate.applied} ({r.rate.mode})" if r.rate and r.rate.mode != "fixed"
+                  else str(r.budget))
+        why = f" ({escape(r.reason)})" if r.reason else ""
+        self.progress.console.print(
+            f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}, budget {budget}, "
+            f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
+            f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]{why}"
+        )
+        if self.steps is not None:
+            self.progress.advance(self.steps)
+
+    def on_epoch_update(self, u: EpochUpdate) -> None:
+        p = u.pairs
+        line = (f"before epoch {u.epoch}: pairs improved {p.improved}, regressed {p.regressed}, "
+                f"persistent failure {p.persistent_failure}, stable success {p.stable_success}")
+        if u.meta_skill_updated:
+            line += "; meta skill updated"
+        if u.slow_update is not None:
+            d = u.slow_update
+            line += f"; slow update: [bold]{d.decision}[/bold] ({escape(d.reason)})"
+        self.progress.console.print(line)
+
+
+def progress_bars() -> Progress:
+    # Bars only on a terminal: elsewhere the live display ends in an empty line, which would
+    # stand before an error line; the step lines are printed either way.
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                    transient=True, disable=not console.is_terminal)
+
+
+def banner(resolved: ResolvedConfig, trainer: Any, run_dir: Path) -> tuple[int, int]:
+    """The run's start line (or where it resumes); the steps in all and those done."""
+    from skillgrad.state import steps_per_epoch
+
+    t = resolved.config.train
+    per_epoch = steps_per_epoch(len(trainer.train_tasks), t.batch_size * t.accumulation,
+                                t.steps_per_epoch)
+    steps = per_epoch * t.num_epochs
+    m = resolved.config.model
+    names = {role: getattr(resolved.role_options[role], "model", None)
+             for role in ("target", "optimizer")}
+    models = ", ".join(f"{role} {getattr(m, role).backend}" + (
+        f" {name}" if isinstance(name, str) else "") for role, name in names.items())
+    out_console.print(f"run {run_dir}: train {len(trainer.train_tasks)} / selection "
+                  f"{len(trainer.val_tasks)} tasks, {steps} steps; {models}", markup=False)
+    checkpoint = RunDir(run_dir).checkpoint_path
+    done = 0
+    try:
+        data = json.loads(checkpoint.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet; or unreadable, which the run itself reports
+        data = None
+    if isinstance(data, dict):
+        done = int(data.get("global_step", 0) or 0)
+        if done >= steps:
+            out_console.print(f"all {steps} steps are done; finishing the run", markup=False)
+        else:
+            out_console.print(f"resuming at epoch {data.get('epoch', 1)} step "
+                          f"{data.get('step', 0) + 1} of {data.get('steps_per_epoch', per_epoch)}"
+                          f" ({done} of {steps} steps done)", markup=False)
+    return steps, done
+
+
+def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
+    test = summary.get("test") or {}
+    if test:
+        parts = [f"{k} {v['hard']:.3f}/{v['soft']:.3f}" for k, v in test.items() if v]
+        out_console.print("test (hard/soft): " + ", ".join(parts))
+    decisions: dict[str, int] = {}
+    for counts in summary.get("decisions_per_epoch", {}).values():
+        for k, v in counts.items():
+            decisions[k] = decisions.get(k, 0) + v
+    out_console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "none"))
+    edits = summary.get("edits", {})
+    print_unusable(edits.get("parse_errors", 0), edits.get("unusable_steps", 0))
+    print_usage(summary.get("models", {}))
+    if not summary.get("gate", {}).get("use_gate", True):
+        out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
+    out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
+
+
+def print_plan(resolved: ResolvedConfig) -> None:
+    from skillgrad.build import build_environment
+    from skillgrad.plan import as_rows, plan_run
+
+    plan = plan_run(resolved, build_environment(resolved))
+    sizes = ", ".join(f"{k} {v}" for k, v in plan.splits.items())
+    out_console.print(f"plan: {plan.steps} steps over {sizes} tasks; the most each model can "
+                      "be asked (a run asks fewer)", markup=False)
+    table = Table("role", "stage", "calls", "prompt tok", "completion tok", "cost")
+    for row in as_rows(resolved, plan):
+        cost = row.get("cost")
+        table.add_row(row["role"], row["stage"], str(row["calls"]), str(row["prompt_tokens"]),
+                      str(row["completion_tokens"]), "" if cost is None else f"{cost:.4f}")
+    out_console.print(table)
+    for note in plan.notes:
+        out_console.print(f"note: {note}", markup=False)
+
+
+def print_unusable(parse_errors: int, steps: int, last: StepRecord | None = None) -> None:
+    """The optimizer replies that could not be used, when there were any: analyst replies
+    that failed to parse, the steps in which none could be used, and (when the records are at
+    hand) the last such step's error."""
+    if not parse_errors:
+        return
+    line = f"optimizer: {parse_errors} analyst replies could not be used (parse errors)"
+    if steps:
+        line += f"; {steps} step{'s' if steps != 1 else ''} without a usable reply"
+    if last is not None:
+        line += f", the last (step {last.global_step}): {last.unusable}"
+    out_console.print(f"[yellow]{escape(line)}[/yellow]")
+
+
+def print_usage(models: dict[str, Any]) -> None:
+    """One line per role (:func:`~skillgrad.cli.runs.usage_line`, as ``show`` prints it)."""
+    for role, usage in models.items():
+        out_console.print(escape(usage_line(role, usage)))
