@@ -3,6 +3,7 @@ capping."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skillgrad import confine, sandbox
+from skillgrad import confine, sandbox, seccomp
 from skillgrad.envs.base import EnvCommon
 from skillgrad.sandbox import SandboxLimits, SandboxUnavailable, confinement, run_python
 
@@ -53,16 +54,27 @@ def test_network_is_blocked(tmp_path: Path, code: str) -> None:
 def test_wall_clock_timeout_kills_the_process_group(tmp_path: Path) -> None:
     code = ("import subprocess, sys, time\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "open('child.pid', 'w').write(str(child.pid))\n"
+            "print('started', flush=True)\n"
             "time.sleep(60)")
     started = time.monotonic()
     result = run_python(code, tmp_path, SandboxLimits(timeout_s=1.5, cpu_s=5))
     assert result.timed_out and result.returncode is None
     assert time.monotonic() - started < 10
-    assert "wall-clock timeout" in result.summary()
-    child = int((tmp_path / "child.pid").read_text())
-    time.sleep(0.2)
-    assert not _alive(child)  # the grandchild died with the group
+    assert "wall-clock timeout" in result.summary() and "started" in result.output
+    # The grandchild died with the run. (The PID the code sees is its namespace's; the
+    # working directory names the run's processes from outside.)
+    assert [p for p in _processes_in(tmp_path.resolve()) if _alive(p)] == []
+
+
+def _processes_in(folder: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == str(folder):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -187,8 +199,10 @@ def test_python_and_its_packages_still_run_confined(tmp_path: Path) -> None:
 @needs_landlock
 @pytest.mark.skipif(FOUND.abi < 6, reason="signal scoping needs Landlock ABI 6 (Linux 6.12)")
 def test_confined_code_cannot_signal_the_trainer(tmp_path: Path) -> None:
+    """Refused by Landlock's scope, or not even there: in a PID namespace of its own the code
+    sees no process outside it."""
     code = (f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('reached')\n"
-            "except PermissionError:\n    print('denied')")
+            "except (PermissionError, ProcessLookupError):\n    print('denied')")
     assert run_python(code, tmp_path, FAST).output.strip() == "denied"
 
 
@@ -257,3 +271,76 @@ def test_the_spreadsheet_python_tool_is_refused_when_built_unless_allowed(
     path = tmp_path / "workbook.xlsx"
     path.write_bytes(allowed.generated(allowed.tasks("train")[0]).workbook)
     assert WorkbookSession(path, allowed.options).python("print('ran')") == "ran\n(exit code 0)"
+
+
+# ----------------------------------------------------------------------------- what it says
+
+
+def test_the_sandbox_logs_what_this_host_guarantees(caplog: pytest.LogCaptureFixture) -> None:
+    sandbox.confinement.cache_clear()
+    with caplog.at_level(logging.INFO, logger="skillgrad.sandbox"):
+        found = confinement()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("code sandbox:")]
+    assert len(said) == 1 and "namespaces" in said[0]
+    if found.abi:
+        assert found.details.startswith(f"Landlock ABI {found.abi}, seccomp filter (")
+        assert found.details in said[0]
+
+
+def test_an_architecture_the_filter_does_not_know_is_refused_unless_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(seccomp, "arch", lambda: "")
+    sandbox.confinement.cache_clear()
+    try:
+        if confine.landlock_abi() < 1:
+            pytest.skip("no Landlock here: that refusal comes first")
+        assert not confinement().abi
+        assert "seccomp filter does not know this architecture" in confinement().problem
+        with pytest.raises(SandboxUnavailable, match="allow_unconfined=True"):
+            run_python("print('ran')", tmp_path, FAST)
+        allowed = run_python("print('ran')", tmp_path, FAST, allow_unconfined=True)
+        assert allowed.output.strip() == "ran" and not allowed.confined
+    finally:
+        sandbox.confinement.cache_clear()
+
+
+def _decide(program: list[tuple[int, int, int, int]], data: dict[int, int]) -> int:
+    """Classic BPF as the kernel runs the filter: loads of a word, jumps, returns."""
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == 0x20:  # ld [k]
+            acc, pc = data[k], pc + 1
+        elif code in (0x15, 0x35):  # jeq, jge
+            hit = acc == k if code == 0x15 else acc >= k
+            pc += 1 + (jt if hit else jf)
+        else:
+            assert code == 0x06
+            return k
+
+
+@pytest.mark.parametrize("arch", sorted(seccomp.ARCHES))
+def test_the_filter_refuses_unix_sockets_and_io_uring_only(arch: str) -> None:
+    spec = seccomp.ARCHES[arch]
+    program = seccomp.program(arch)
+    allow, eperm, kill = 0x7FFF0000, 0x00050001, 0x80000000
+
+    def decide(nr: int, arg0: int = 0, audit: int = spec.audit) -> int:
+        return _decide(program, {4: audit, 0: nr, 16: arg0})
+
+    for nr in (spec.socket, spec.socketpair):
+        assert decide(nr, 1) == eperm  # AF_UNIX
+        assert decide(nr, 2) == allow and decide(nr, 10) == allow  # AF_INET, AF_INET6
+    assert [decide(nr) for nr in seccomp.IO_URING] == [eperm] * 3
+    assert decide(0) == allow and decide(1, 1) == allow  # other syscalls, whatever arg 0
+    assert decide(spec.socket, 1, audit=0x40000003) == kill  # i386 (int 0x80)
+    if spec.x32:
+        assert decide(0x40000000 | spec.socket, 1) == kill
+
+
+def test_the_code_sees_its_own_exit_status_through_the_init(tmp_path: Path) -> None:
+    assert run_python("raise SystemExit(3)", tmp_path, FAST).returncode == 3
+    killed = run_python("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", tmp_path,
+                        FAST)
+    assert killed.returncode == -9 and "killed by signal 9" in killed.summary()

@@ -7,9 +7,11 @@ privileges needed) to limit the process and everything it starts, for good, to:
 * read and execute: the system's program and library folders (:data:`SYSTEM_ROOTS`) and the
   folders this interpreter runs from (its prefixes and ``sys.path``, see
   :func:`python_roots`), nothing else of the home directory;
-* read and write: the run's working directory and a few devices (:data:`DEVICES`);
+* read and write: the run's working directory and a few devices (:data:`DEVICES`); no device
+  node may be made anywhere (root could otherwise make one for the disk and read it);
 * no TCP (Landlock ABI 4+) and no signals or abstract UNIX sockets outside the sandbox
-  (ABI 6+), where the kernel has them.
+  (ABI 6+), where the kernel has them. UNIX sockets with a path are no file access Landlock
+  checks: :mod:`skillgrad.seccomp` refuses every UNIX socket.
 
 The same file runs on both sides: the trainer's process calls :func:`landlock_abi` to learn
 whether the kernel can confine at all, and the child loads this file by its path, before any
@@ -36,6 +38,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 # File-system access rights (include/uapi/linux/landlock.h) and the ABI that added them.
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_ABI1 = (1 << 13) - 1  # execute .. make_sym
+_FS_MAKE_DEVICE = (1 << 6) | (1 << 11)  # make_char, make_block
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
 _READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
@@ -148,7 +151,7 @@ def confine(write: Sequence[str], homes: Sequence[str]) -> int:
         for path in read:
             _allow(libc, ruleset, path, _READ)
         for path in _existing(write):
-            _allow(libc, ruleset, path, fs)
+            _allow(libc, ruleset, path, fs & ~_FS_MAKE_DEVICE)
         for path in _existing(DEVICES):
             _allow(libc, ruleset, path, fs & ~_FS_EXECUTE)
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")

@@ -11,8 +11,8 @@ plays one episode and scores the saved workbook with :mod:`.checker`.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import re
-import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +35,13 @@ from skillgrad.envs.spreadsheet.checker import (
 )
 from skillgrad.envs.tools import Episode, Tool, ToolError, run_episode
 from skillgrad.models.base import ChatModel
-from skillgrad.sandbox import SandboxLimits, require_confinement, run_python
+from skillgrad.sandbox import (
+    SandboxLimits,
+    UnsafeFile,
+    read_handed_back,
+    require_confinement,
+    run_python,
+)
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -172,24 +178,27 @@ class WorkbookSession:
 
     def python(self, code: Any) -> str:
         self.save()
+        original = self.path.read_bytes()
         with tempfile.TemporaryDirectory(prefix="skillgrad-py-") as work:
-            copy = Path(work) / WORKBOOK_NAME
-            shutil.copyfile(self.path, copy)
-            before = copy.stat().st_mtime_ns
+            (Path(work) / WORKBOOK_NAME).write_bytes(original)
             o = self.options
             result = run_python(str(code), Path(work), SandboxLimits(
                 timeout_s=o.python_timeout_s, cpu_s=max(1, int(o.python_timeout_s)),
                 memory_mb=o.python_memory_mb, max_output_chars=1500),
                 allow_unconfined=o.allow_unconfined_python)
-            note = ""
-            if copy.is_file() and copy.stat().st_mtime_ns != before:
-                try:
-                    self.wb = openpyxl.load_workbook(copy)
-                except Exception as exc:  # noqa: BLE001 - any unreadable file is the agent's doing
-                    raise ToolError(f"{result.summary()}\nthe saved {WORKBOOK_NAME} cannot be "
-                                    f"opened ({type(exc).__name__}); changes discarded") from None
-                self.cells_written += 1
-                note = f"\n({WORKBOOK_NAME} changed; reloaded)"
+            try:  # never through a link the code made to a file outside its folder
+                saved = read_handed_back(Path(work), WORKBOOK_NAME)
+            except UnsafeFile as exc:
+                raise ToolError(f"{result.summary()}\n{exc}; changes discarded") from None
+        note = ""
+        if saved is not None and saved != original:
+            try:
+                self.wb = openpyxl.load_workbook(io.BytesIO(saved))
+            except Exception as exc:  # noqa: BLE001 - any unreadable file is the agent's doing
+                raise ToolError(f"{result.summary()}\nthe saved {WORKBOOK_NAME} cannot be "
+                                f"opened ({type(exc).__name__}); changes discarded") from None
+            self.cells_written += 1
+            note = f"\n({WORKBOOK_NAME} changed; reloaded)"
         return result.summary() + note
 
     def save(self) -> Path:
