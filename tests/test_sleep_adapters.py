@@ -491,3 +491,19 @@ def test_every_time_is_aware_utc(agent: str, every_session: dict[str, list[Sessi
     assert len(stamped) > 10
     assert all(isinstance(t, datetime) and t.utcoffset() is not None
                and t.utcoffset().total_seconds() == 0 for t in stamped)  # type: ignore[union-attr]
+
+
+def test_the_harvester_keeps_no_sub_agent_as_a_session(tmp_path: Path, copilot_home: Path,
+                                                        opencode_store: Path,
+                                                        gemini_store: Path) -> None:
+    from skillgrad.sleep.harvest.harvester import SUB_AGENT, Harvester
+
+    environ = {"COPILOT_HOME": str(copilot_home), "XDG_DATA_HOME": str(opencode_store.parent),
+               "GEMINI_CLI_HOME": str(gemini_store.parent)}
+    result = Harvester(SHOP, [CopilotAdapter(), OpenCodeAdapter(), GeminiAdapter()],
+                       state_dir=tmp_path / "state", scrubber=Scrubber(), environ=environ,
+                       home=tmp_path / "home", settle_seconds=0).harvest()
+    kept = {s.id for s in result.sessions}
+    assert {COPILOT_MAIN, OC_MAIN, GEM_MAIN} <= kept
+    left = {s.session_id for s in result.skipped if s.reason == SUB_AGENT}
+    assert {COPILOT_SUB, OC_SUB, GEM_SUB} <= left and not left & kept

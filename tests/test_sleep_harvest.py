@@ -30,13 +30,14 @@ from skillgrad.sleep.harvest.harvester import (
     OWN_RUN,
     SEEN,
     STILL_WRITING,
+    SUB_AGENT,
     UNCHANGED,
     UNREADABLE,
     Harvester,
 )
 from skillgrad.sleep.harvest.read import read_jsonl, utc
 from skillgrad.sleep.scrub import Scrubber
-from skillgrad.sleep.sessions import REPLAY_MARKER, Session
+from skillgrad.sleep.sessions import REPLAY_MARKER, Session, ToolCall, Turn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
 CANARY = "sk-ant-canary-0123456789abcdef"
@@ -322,16 +323,19 @@ def ids(sessions: Any) -> set[str]:
 
 
 KEPT = {S1, "7a1d3e5f-2b4c-4d6e-8f0a-1b2c3d4e5f60", "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d",
-        "agent-a96cf8a5", "agent-3f1b2c4d", C1, "0195f3a9-0000-7000-8000-00000000a001",
-        "0195f3c4-7a8b-7c9d-8e0f-1a2b3c4d5e6f", "0195e0a1-3333-7444-8555-666677778888",
+        C1, "0195f3c4-7a8b-7c9d-8e0f-1a2b3c4d5e6f", "0195e0a1-3333-7444-8555-666677778888",
         "6a1f2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b"}
+# Sub-agents' conversations: part of the session that started them, never sessions of their own.
+SUB_AGENTS = {"agent-a96cf8a5", "agent-3f1b2c4d", "0195f3a9-0000-7000-8000-00000000a001"}
 
 
 def test_harvest_keeps_the_project_and_says_why_the_rest_is_left_out(tmp_path: Path) -> None:
     result = harvester(tmp_path, copy_stores(tmp_path)).harvest()
     assert ids(result.sessions) == KEPT
-    assert result.skip_counts == {OUTSIDE: 3, OWN_RUN: 3, NO_CWD: 1, UNREADABLE: 4}
+    assert result.skip_counts == {OUTSIDE: 3, OWN_RUN: 3, NO_CWD: 1, UNREADABLE: 4,
+                                  SUB_AGENT: 3}
     left = {(s.session_id, s.reason) for s in result.skipped if s.session_id}
+    assert {i for i, reason in left if reason == SUB_AGENT} == SUB_AGENTS
     assert ("4e5f6a7b-8c9d-4e0f-a1b2-c3d4e5f6a7b8", OUTSIDE) in left  # the home folder
     assert ("6c7d8e9f-0a1b-4c2d-9e3f-4a5b6c7d8e9f", OUTSIDE) in left  # /home/dev/shopping
     assert ("0195f4d0-2222-7333-8444-555566667777", OUTSIDE) in left  # codex, home folder
@@ -449,10 +453,9 @@ def test_since_bounds_the_window(tmp_path: Path) -> None:
     environ = copy_stores(tmp_path)
     since = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
     result = harvester(tmp_path, environ, since=since).harvest()
-    assert ids(result.sessions) == {C1, "0195f3a9-0000-7000-8000-00000000a001",
-                                    "0195f3c4-7a8b-7c9d-8e0f-1a2b3c4d5e6f",
+    assert ids(result.sessions) == {C1, "0195f3c4-7a8b-7c9d-8e0f-1a2b3c4d5e6f",
                                     "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"}
-    assert result.skip_counts[BEFORE_WINDOW] == 6
+    assert result.skip_counts[BEFORE_WINDOW] == 4  # sub-agents count as such, wherever
     # A wider window later reads again what the narrower one left out.
     wider = harvester(tmp_path, environ).harvest()
     assert ids(wider.sessions) == KEPT - ids(result.sessions)
@@ -489,9 +492,9 @@ def test_preview_lists_stores_and_sources_without_writing(tmp_path: Path) -> Non
     assert by_name["rollout-2026-03-04T08-00-00-0195f4d0-2222-7333-8444-555566667777.jsonl"] \
         .sessions == 0
     assert sum(s.status == UNREADABLE for s in preview.sources) == 2
-    assert preview.sessions == 5
+    assert preview.sessions == 4  # the sub-agent's conversation is not a session
     assert not h.checkpoint_path.exists()
-    assert len(h.harvest().sessions) == 5
+    assert len(h.harvest().sessions) == 4
 
 
 def test_a_canary_secret_reaches_no_session_field_and_no_checkpoint(tmp_path: Path) -> None:
@@ -553,6 +556,42 @@ def test_read_jsonl_streams_and_names_the_bad_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"a":"\xff"}\n')
     with pytest.raises(SessionFormatError, match="line 1 is not JSON"):
         list(read_jsonl(path))
+
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a":"x\\ud800","b":["\\uDC00"],"c":"\\ud83d\\ude00","d":"\\\\ud800"}\n')
+    # Lone halves replaced; a pair is the one character it encodes; an escaped backslash
+    # followed by "ud800" is text, left as it is.
+    assert list(read_jsonl(path)) == [(1, {"a": "x\ufffd", "b": ["\ufffd"], "c": "\U0001f600",
+                                           "d": "\\ud800"})]
+
+
+def test_session_records_hold_no_lone_surrogate_whoever_makes_them() -> None:
+    call = ToolCall("c1", "Bash", {"command": ["echo", "\udfff"]}, output="out \ud800")
+    turn = Turn("user", "fix it \ud800", tool_calls=(call,))
+    session = Session("codex", "s1", Path("x.jsonl"), (turn,), git_branch="b\ud800",
+                      skills=("s\ud800",), meta={"title": "t\ud800"})
+    dumped = json.dumps(dataclasses.asdict(session), default=str, ensure_ascii=False)
+    dumped.encode("utf-8")  # no surrogate left to refuse
+    assert turn.text == "fix it \ufffd" and call.arguments == {"command": ["echo", "\ufffd"]}
+    assert (call.output, session.git_branch, session.skills, session.meta["title"]) == (
+        "out \ufffd", "b\ufffd", ("s\ufffd",), "t\ufffd")
+
+
+def test_a_lone_surrogate_in_a_working_directory_is_harvested(tmp_path: Path) -> None:
+    store = tmp_path / "claude" / "projects" / "x"
+    store.mkdir(parents=True)
+    line = {"type": "user", "uuid": "u1", "parentUuid": None,
+            "cwd": "/home/dev/shop/caf\ud800", "timestamp": "2026-03-01T10:00:00Z",
+            "message": {"role": "user", "content": "why does the tax test fail?"}}
+    (store / "s.jsonl").write_text(json.dumps(line) + "\n")
+    os.utime(store / "s.jsonl", (WRITTEN.timestamp(),) * 2)
+    h = Harvester(PROJECT, [ClaudeCodeAdapter()], state_dir=tmp_path / "state",
+                  scrubber=Scrubber(), environ={"CLAUDE_CONFIG_DIR": str(tmp_path / "claude")},
+                  home=tmp_path, now=NOW)
+    (session,) = h.harvest().sessions
+    assert session.cwd == PROJECT / "caf\ufffd"
 
 
 def test_replay_marker_is_the_folder_prefix_skillgrad_runs_in() -> None:

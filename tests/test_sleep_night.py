@@ -125,12 +125,25 @@ def test_a_second_night_at_the_same_time_is_refused(project: Path) -> None:
         thread.join()
 
 
+def _tree(root: Path) -> dict[Path, tuple[int, int, bytes]]:
+    return {p.relative_to(root): (p.lstat().st_mode, p.lstat().st_mtime_ns,
+                                  p.read_bytes() if p.is_file() else b"")
+            for p in root.rglob("*")}
+
+
 def test_a_dry_run_writes_nothing_to_the_project(project: Path) -> None:
-    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    before = _tree(project)
     result = _night(project, dry_run=True)
     assert result.runs and result.runs[0].proposed is not None
-    after = sorted(p.relative_to(project) for p in project.rglob("*"))
-    assert [p for p in after if p not in before] == [Path(".skillgrad/sleep/night.lock")]
+    assert _tree(project) == before  # not even the night's lock file
+
+
+def test_a_dry_run_is_refused_while_a_night_runs(project: Path) -> None:
+    from skillgrad.sleep.night import night_lock
+
+    with night_lock(project / SLEEP_DIR):
+        with pytest.raises(ConfigError, match="another night is running"):
+            _night(project, dry_run=True)
 
 
 def test_the_cli_runs_a_night_and_reports_it(project: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from skillgrad.sleep import adoption as adoption_module
-from skillgrad.sleep.adoption import adopt, recover, rollback
+from skillgrad.sleep.adoption import adopt, interrupted, recover, rollback
 from skillgrad.sleep.staging import (
     ABSENT,
     StagedProposal,
@@ -422,6 +422,37 @@ def test_recovery_leaves_alone_a_file_someone_changed_after_the_crash(
     with pytest.raises(StagingError, match="SKILL.md: changed after an interrupted adopt"):
         recover(staging)
     assert skill_path(project).read_text() == "the user's own edit\n"
+
+
+def test_what_an_interruption_left_is_read_without_undoing_it(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    staging = Staging(project)
+    stage(staging)
+    assert interrupted(staging) == []
+    crash_on_call(monkeypatch, 2)
+    with pytest.raises(Crash):
+        adopt(staging, "n1")
+    monkeypatch.undo()
+    (cut,) = interrupted(staging)
+    assert (cut.night, cut.op, cut.committed, cut.running) == ("n1", "adopt", False, False)
+    assert cut.journal.exists() and skill_path(project).read_text() == NEW_SKILL  # untouched
+    with open(staging.night_dir("n1") / "night.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another process at work on it
+        assert interrupted(staging)[0].running
+    assert recover(staging) == ["n1"] and interrupted(staging) == []
+    real = Staging.add_history
+
+    def event(self: Staging, folder: Path, name: str, **data: Any) -> None:
+        if name == "adopted":
+            raise Crash
+        real(self, folder, name, **data)
+
+    monkeypatch.setattr(Staging, "add_history", event)
+    with pytest.raises(Crash):
+        adopt(staging, "n1")
+    monkeypatch.undo()
+    (cut,) = interrupted(staging)
+    assert (cut.op, cut.committed) == ("adopt", True)  # finished: only its record is left
 
 
 # ---------------------------------------------------------------------- concurrency

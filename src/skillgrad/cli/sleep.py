@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from skillgrad.errors import ConfigError, SkillgradError
+
+if TYPE_CHECKING:
+    from skillgrad.sleep.adoption import Interrupted
 
 sleep_app = typer.Typer(help="Sleep: improve a project's agent skills from its sessions.",
                         no_args_is_help=True)
@@ -110,15 +113,24 @@ def mine_tasks(out: Annotated[Path, typer.Option("--out", "-o", help="The tasks 
 
 @sleep_app.command("status")
 def status(project: ProjectOpt = Path(".")) -> None:
-    """The project's nights and their state, a pending night, and the schedule."""
+    """The project's nights and their state, an adoption or a rollback that stopped half
+    way, a pending night, and the schedule."""
+    from skillgrad.sleep.adoption import interrupted
     from skillgrad.sleep.night import SLEEP_DIR, NightState
     from skillgrad.sleep.schedule import scheduled
     from skillgrad.sleep.staging import Staging
 
     root = project.expanduser().resolve()
-    for night in Staging(root).nights():
+    staging = Staging(root)
+    broken = {i.night: i for i in interrupted(staging)}
+    for night in staging.nights():
+        cut = broken.get(night.id)
         _say(f"{night.id}: {night.state}, {len(night.files)} files "
-             f"({', '.join(p.name for p in night.files)})")
+             f"({', '.join(p.name for p in night.files)})"
+             + (f" ({_OPS.get(cut.op, cut.op)} interrupted)" if cut and not cut.running
+                else ""))
+    for cut in broken.values():
+        _say(_interrupted_line(cut, root))
     pending = NightState(root / SLEEP_DIR).pending()
     if pending:
         _say(f"pending: night {pending} stopped before it finished; `skillgrad sleep run` "
@@ -129,6 +141,51 @@ def status(project: ProjectOpt = Path(".")) -> None:
         _say(f"schedule: unknown ({exc})")
         return
     _say(f"scheduled: {line}" if line else "not scheduled")
+
+
+_OPS = {"adopt": "adoption", "rollback": "rollback"}
+
+
+def _interrupted_line(cut: Interrupted, root: Path) -> str:
+    """What ``sleep status`` says of an adoption or rollback whose journal is still there,
+    with the command that undoes it (or finishes its record)."""
+    what = f"night {cut.night}'s {_OPS.get(cut.op, cut.op)}"
+    recover = f"`skillgrad sleep recover --project {root}`"
+    if cut.running:
+        return f"under way: {what}, in another skillgrad process"
+    if cut.committed:
+        return (f"interrupted: {what} finished but was not recorded; {recover} records it "
+                "(the adopted files stay)")
+    again = {"adopt": f"; `skillgrad sleep adopt {cut.night} --project {root}` puts them "
+                      "back and adopts the night again",
+             "rollback": f"; `skillgrad sleep rollback {cut.night} --project {root}` puts "
+                         "them back and rolls the night back again"}.get(cut.op, "")
+    return (f"interrupted: {what} stopped half way (journal {cut.journal}); {recover} puts "
+            f"back the files it had changed{again}")
+
+
+@sleep_app.command("recover")
+def recover(project: ProjectOpt = Path(".")) -> None:
+    """Undo an adoption or a rollback that stopped half way (a crash, a kill): every file it
+    had changed gets its earlier content back. `sleep adopt` and `sleep rollback` do this
+    first on their own."""
+    from skillgrad.sleep.adoption import interrupted
+    from skillgrad.sleep.adoption import recover as recover_nights
+    from skillgrad.sleep.staging import Staging
+
+    staging = Staging(project.expanduser().resolve())
+    before = interrupted(staging)
+    undone = recover_nights(staging)
+    for cut in before:
+        what = f"night {cut.night}'s {_OPS.get(cut.op, cut.op)}"
+        if cut.night in undone:
+            _say(f"undone: {what}; its files are as they were before it")
+        elif cut.running:
+            _say(f"left alone: {what} is under way in another skillgrad process")
+        else:
+            _say(f"recorded: {what} had finished")
+    if not before:
+        _say("nothing to recover: no adoption or rollback stopped half way")
 
 
 @sleep_app.command("adopt")

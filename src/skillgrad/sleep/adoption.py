@@ -123,6 +123,50 @@ def recover(staging: Staging) -> list[str]:
     return _recover(staging, holding=None)
 
 
+@dataclass(frozen=True)
+class Interrupted:
+    """An adoption or a rollback whose journal is still there. ``committed``: it had
+    finished, only its record was left (recovery keeps it); ``running``: another process
+    holds the night now (it is under way, not interrupted)."""
+
+    night: str
+    op: str  # adopt | rollback
+    journal: Path
+    committed: bool
+    running: bool
+
+
+def interrupted(staging: Staging) -> list[Interrupted]:
+    """The nights an adoption or a rollback left half done, read only (for ``sleep status``:
+    nothing is undone or written here)."""
+    found = []
+    for journal in sorted((staging.root / "nights").glob("*/journal.json")):
+        folder = journal.parent
+        try:
+            data = json.loads(journal.read_text(encoding="utf-8"))
+            op, committed = str(data["op"]), read_adoption(folder).get("last_op") == data["id"]
+        except (OSError, ValueError, KeyError, TypeError, StagingError):
+            op, committed = "operation", False  # unreadable: recover names it
+        found.append(Interrupted(folder.name, op, journal, committed,
+                                 _busy(folder / "night.lock")))
+    return found
+
+
+def _busy(lock: Path) -> bool:
+    """Whether another process holds ``lock`` (an flock); opened read-only, never made."""
+    try:
+        fh = open(lock, "rb")
+    except FileNotFoundError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
 @contextlib.contextmanager
 def _held(staging: Staging, night_id: str) -> Iterator[Night]:
     """The night, read again once its lock is held and what an interrupted operation left

@@ -80,7 +80,7 @@ def run_night(project: Path, *, config: Path | None = None, tasks: Path | None =
     home = Path.home() if home is None else home
     now = now or datetime.now(timezone.utc)
     settings, section = load_sleep_config(config or folder / "config.yaml")
-    with night_lock(folder), _dry(project, dry_run) as root:
+    with night_lock(folder, dry_run=dry_run), _dry(project, dry_run) as root:
         work = root / SLEEP_DIR
         state = NightState(work)
         night = state.pending() or now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

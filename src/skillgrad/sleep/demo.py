@@ -119,8 +119,10 @@ def scripted_optimizer(request: Any) -> Any:
 def write_demo(folder: Path, now: datetime | None = None,
                modules: tuple[str, ...] = MODULES, scripted: bool = False) -> tuple[Path, Path]:
     """The demo project and the Claude Code folder its sessions are in (for
-    ``CLAUDE_CONFIG_DIR``)."""
+    ``CLAUDE_CONFIG_DIR``), both absolute: the sessions record the project's absolute path
+    as their working directory, as Claude Code does, whatever ``folder`` was given as."""
     now = now or datetime.now(timezone.utc)
+    folder = Path(os.path.abspath(folder.expanduser()))
     project, claude = folder / "shop", folder / "claude"
     skill = project / ".claude" / "skills" / "shop-dev" / "SKILL.md"
     skill.parent.mkdir(parents=True)

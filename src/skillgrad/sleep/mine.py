@@ -1,10 +1,12 @@
 """Mining: recurring, checkable requests out of harvested sessions.
 
-Every prompt a person typed is a request. What followed it in the log says how it went, with
-no guessing from wording: an interrupt; a re-ask (the next prompt says nearly the same thing);
-the exit codes of the commands the agent ran (a failing test or build, then a passing one);
-the files its tools changed. Requests are clustered across sessions by their words, and a
-cluster seen at least ``min_occurrences`` times becomes a task.
+Every prompt a person typed is a request; a sub-agent's conversation holds none (what its
+parent agent asked it is not the user's request), so it is never mined. What followed a
+prompt in the log says how it went, with no guessing from wording: an interrupt; a re-ask
+(the next prompt says nearly the same thing); the exit codes of the commands the agent ran (a
+failing test or build, then a passing one); the files its tools changed. Requests are
+clustered across sessions by their words, and a cluster seen at least ``min_occurrences``
+times becomes a task.
 
 The heuristic miner writes each task's checks (rule checks first: no refusal, the files the
 satisfying work changed) and a rubric from those outcomes. The LLM miner (the optimizer
@@ -27,7 +29,7 @@ from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.sleep.sessions import Session, ToolCall, Turn, valid_text
 from skillgrad.sleep.tasks import Check, Outcome, SessionEvidence, SleepTask, TasksFile, task_id
 from skillgrad.words import FUNCTION_WORDS, QUESTION_WORDS
 
@@ -68,7 +70,10 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def occurrences(session: Session) -> list[Occurrence]:
-    """Each typed prompt of a session with the outcome the log shows for it."""
+    """Each typed prompt of a session with the outcome the log shows for it; none for a
+    sub-agent's conversation (its "prompts" were written by the agent that started it)."""
+    if session.sidechain:
+        return []
     prompts = [i for i, t in enumerate(session.turns) if t.role == "user" and not t.interrupt]
     found = []
     for n, index in enumerate(prompts):
@@ -162,8 +167,8 @@ def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
         id=task_id(chosen.text, project), intent=chosen.text,
         context=f"seen {len(group)} times ({context})", checks=checks, rubric=" ".join(rubric),
         outcome=outcomes.most_common(1)[0][0], occurrences=len(group),
-        evidence=[SessionEvidence(agent=o.session.agent, session=o.session.id, source=str(
-            o.session.source), turn=o.index, time=o.session.turns[o.index].time,
+        evidence=[SessionEvidence(agent=o.session.agent, session=o.session.id, source=valid_text(
+            str(o.session.source)), turn=o.index, time=o.session.turns[o.index].time,
             outcome=o.outcome) for o in group],
         skill=skills.most_common(1)[0][0] if skills else None,
         agent=Counter(o.session.agent for o in group).most_common(1)[0][0],

@@ -19,11 +19,11 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -110,14 +110,27 @@ def load_sleep_config(path: Path | None) -> tuple[dict[str, Any], SleepSection]:
 
 
 @contextmanager
-def night_lock(folder: Path) -> Iterator[None]:
-    """One night at a time per project: a second one is refused, not queued."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "night.lock", "a+") as handle:
+def night_lock(folder: Path, *, dry_run: bool = False) -> Iterator[None]:
+    """One night at a time per project: a second one is refused, not queued. A dry run
+    writes nothing to the project: it takes the lock only where a night made its file before
+    (so it is refused while that night runs), and makes no folder or file of its own."""
+    path = folder / "night.lock"
+    handle: IO[bytes] | None
+    if dry_run:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"{folder}: another night is running for this project") from None
+            handle = open(path, "rb")  # an flock needs no write access
+        except FileNotFoundError:
+            handle = None
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+b")
+    with handle if handle is not None else nullcontext():
+        if handle is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"{folder}: another night is running for this project"
+                                  ) from None
         yield
 
 

@@ -79,7 +79,7 @@ def cron_when(project: Path, when: str | None) -> str:
         return f"{daily[1]} {daily[0]} * * *"
     fields = when.split()
     if len(fields) != 5 or not all(_FIELD.match(f) for f in fields):
-        raise ScheduleError(f"--when {when!r}: give HH:MM or five crontab fields "
+        raise ScheduleError(f"--at {when!r}: give HH:MM or five crontab fields "
                             "(minute hour day month weekday)")
     return " ".join(fields)
 
@@ -223,7 +223,7 @@ def write_systemd(project: Path, command_argv: Sequence[str], when: str | None =
     else:
         daily = _daily(when)
         if daily is None:
-            raise ScheduleError(f"--when {when!r}: a systemd timer takes HH:MM")
+            raise ScheduleError(f"--at {when!r}: a systemd timer takes HH:MM")
         hour, minute = daily
     (project / SLEEP_DIR).mkdir(parents=True, exist_ok=True)
     ensure_gitignore(project)
@@ -288,7 +288,7 @@ def _daily(when: str) -> tuple[int, int] | None:
         return None
     hour, minute = int(match.group(1)), int(match.group(2))
     if hour > 23 or minute > 59:
-        raise ScheduleError(f"--when {when!r}: not a time of day (00:00 to 23:59)")
+        raise ScheduleError(f"--at {when!r}: not a time of day (00:00 to 23:59)")
     return hour, minute
 
 

@@ -5,10 +5,17 @@ leave out what is not the user's or the agent's words: compaction summaries, inj
 context (meta records, AGENTS.md preambles, environment blocks), tool-result-only lines,
 mirrored duplicates, abandoned branches of a rewound conversation. A tool call carries its
 result, joined by id. Every time is timezone-aware UTC.
+
+Every text a record holds is valid Unicode: an agent's JSON can carry a lone UTF-16 surrogate
+(``"\\ud800"``: half of an emoji cut in two), which no UTF-8 file, tasks file or model request
+can hold. The records replace each one with U+FFFD as they are made, whoever makes them (an
+adapter, or the archive reading back a session harvested before), so one bad character never
+stops a night.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +26,40 @@ from skillgrad.agentskills import Agent
 # skillgrad's own agent runs (replays of mined tasks) work in a folder whose name starts with
 # this and put "[skillgrad-replay]" in their first prompt; harvest never reads them back.
 REPLAY_MARKER = "skillgrad-replay"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(value: Any) -> Any:
+    """``value`` (a string, or JSON data holding strings) with each lone UTF-16 surrogate
+    replaced by U+FFFD; a pair split into two code points becomes the one character it
+    encodes. What needs no change is returned as it is (the same object)."""
+    if not _has_surrogate(value):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {valid_text(k): valid_text(v) for k, v in value.items()}
+    return type(value)(valid_text(v) for v in value)
+
+
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+def _make_valid(record: Any, names: tuple[str, ...]) -> None:
+    """Replace the lone surrogates in the text fields ``names`` of a frozen record, in
+    place."""
+    for name in names:
+        value = getattr(record, name)
+        clean = valid_text(value)
+        if clean is not value:
+            object.__setattr__(record, name, clean)
 
 
 @dataclass(frozen=True)
@@ -33,6 +74,9 @@ class ToolCall:
     exit_code: int | None = None
     is_error: bool = False
     time: datetime | None = None
+
+    def __post_init__(self) -> None:
+        _make_valid(self, ("id", "name", "arguments", "output"))
 
     @property
     def command(self) -> str | None:
@@ -57,6 +101,9 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     interrupt: bool = False
 
+    def __post_init__(self) -> None:
+        _make_valid(self, ("text",))
+
 
 @dataclass(frozen=True)
 class Session:
@@ -78,6 +125,10 @@ class Session:
     sidechain: bool = False  # a sub-agent's conversation
     headless: bool = False  # a non-interactive run (codex exec, claude -p), as the log says
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _make_valid(self, ("id", "git_branch", "git_commit", "model", "skills", "files_changed",
+                           "parent_id", "meta"))
 
     @property
     def prompts(self) -> list[Turn]:

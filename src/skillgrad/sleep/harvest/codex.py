@@ -16,7 +16,6 @@ are read too.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.read import as_dict, opt_str, read_jsonl, utc
+from skillgrad.sleep.harvest.read import as_dict, loads, opt_str, read_jsonl, utc
 from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 # User-role text Codex writes itself: instructions files, the environment block, the
@@ -320,7 +319,7 @@ def _arguments(raw: Any) -> dict[str, Any] | str:
     if not isinstance(raw, str):
         return ""
     try:
-        parsed = json.loads(raw)
+        parsed = loads(raw)
     except ValueError:
         return raw
     return parsed if isinstance(parsed, dict) else raw
@@ -334,7 +333,7 @@ def _output(raw: Any) -> tuple[str, int | None, bool]:
     exit_code: int | None = None
     if isinstance(raw, str):
         try:
-            parsed = json.loads(raw)
+            parsed = loads(raw)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and ("output" in parsed or "metadata" in parsed):

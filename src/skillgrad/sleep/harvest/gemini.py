@@ -39,7 +39,13 @@ from typing import Any
 
 from skillgrad.agentskills import Agent
 from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.read import as_dict, checked_utc, jsonl_records, read_json_object
+from skillgrad.sleep.harvest.read import (
+    as_dict,
+    checked_utc,
+    jsonl_records,
+    loads,
+    read_json_object,
+)
 from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 EDIT_TOOLS = frozenset({"replace", "write_file", "edit"})  # args.file_path
@@ -291,7 +297,7 @@ def _registry(path: Path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise SessionFormatError(f"{path}: cannot read ({exc})") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         raise SessionFormatError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
     projects = data.get("projects") if isinstance(data, dict) else None

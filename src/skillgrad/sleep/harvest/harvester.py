@@ -10,8 +10,12 @@ it (a session in the user's home does not feed every project below it). What is 
 with a reason counted in the result: sources still being written, sources unchanged since the
 last harvest, sources that cannot be read (one line each; the rest are read), sessions without
 a working directory, sessions of other folders, skillgrad's own runs (a folder named
-``skillgrad-replay...`` or a first prompt carrying ``[skillgrad-replay]``), sessions before the
-window and sessions already harvested that did not grow.
+``skillgrad-replay...`` or a first prompt carrying ``[skillgrad-replay]``), sub-agents'
+conversations (each agent marks them: Claude Code's ``subagents/agent-*.jsonl`` and
+``isSidechain`` records, a Codex ``source.subagent``, an OpenCode child session, ...; they are
+part of the session that started them, whose tool call holds what they returned, and their
+first message is what that agent asked, not the user), sessions before the window and sessions
+already harvested that did not grow.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ BEFORE_WINDOW = "before the window"
 NO_CWD = "no working directory"
 OUTSIDE = "outside the project"
 OWN_RUN = "skillgrad's own run"
+SUB_AGENT = "a sub-agent's conversation"
 NO_TURNS = "no turns"
 SEEN = "already harvested"
 
@@ -312,6 +317,8 @@ class Harvester:
             return OWN_RUN
         if not self._in_project(session.cwd):
             return OUTSIDE
+        if session.sidechain:
+            return SUB_AGENT
         if not session.turns:
             return NO_TURNS
         last = session.ended or session.started

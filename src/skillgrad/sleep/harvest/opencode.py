@@ -32,7 +32,13 @@ from typing import Any
 
 from skillgrad.agentskills import Agent
 from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.read import as_dict, query, read_json_object, sqlite_readonly
+from skillgrad.sleep.harvest.read import (
+    as_dict,
+    loads,
+    query,
+    read_json_object,
+    sqlite_readonly,
+)
 from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 DB_NAME = "opencode.db"
@@ -268,7 +274,7 @@ def _tool_call(part: dict[str, Any], where: str) -> ToolCall:
 
 def _json(text: Any, where: str) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except (TypeError, json.JSONDecodeError) as exc:
         raise SessionFormatError(f"{where}: invalid JSON ({exc})") from None
     if not isinstance(obj, dict):

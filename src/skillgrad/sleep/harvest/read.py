@@ -1,6 +1,10 @@
 """What the session adapters read with: a JSON-lines file a line at a time, a JSON file, a
 SQLite store without writing to it, and the values found there as the types a session holds.
 
+Every JSON value read here (:func:`loads`) is valid Unicode: a lone UTF-16 surrogate that an
+agent wrote as an escape (``"\\ud800"``) becomes U+FFFD, so a path or a prompt holding one
+can be compared, hashed, written and sent like any other text.
+
 Nothing here writes where an agent keeps its sessions. A source that cannot be read raises
 :class:`~skillgrad.sleep.harvest.base.SessionFormatError` naming the file (and the line, or
 the field) it is about, never its content.
@@ -20,11 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.sleep.harvest.base import SessionFormatError
+from skillgrad.sleep.sessions import valid_text
 
 MAX_LINE_BYTES = 64 * 2**20  # one JSON line; inline images are a few MB, a runaway one more
 BUSY_WAIT_S = 0.5  # how long a read waits for another process's write lock before copying
 _DB_COPY_SUFFIXES = ("", "-wal", "-journal")  # see sqlite_readonly
 _FRACTION = re.compile(r"\.(\d+)")
+# A \uD800-\uDFFF escape: the only way JSON text can hold a surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, with every string of the result valid Unicode (lone surrogates
+    replaced by U+FFFD). Raises ``ValueError`` as ``json.loads`` does."""
+    value = json.loads(text)
+    escaped = (_SURROGATE_ESCAPE_BYTES.search(text) if isinstance(text, bytes)
+               else _SURROGATE_ESCAPE.search(text))
+    return valid_text(value) if escaped else value
 
 
 # ---------------------------------------------------------------------- files
@@ -47,7 +64,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = loads(raw)
             except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
                 if not raw.endswith(b"\n"):
                     raise SessionFormatError(f"truncated: the last line ({number}) is cut "
@@ -75,7 +92,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise SessionFormatError(f"{path}: cannot read ({exc})") from None
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise SessionFormatError(f"{path}: truncated: the JSON stops at line "
