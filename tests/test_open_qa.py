@@ -137,7 +137,7 @@ def test_one_epoch_of_training_learns_to_search(tmp_path: Path, env: OpenQAEnvir
                      optimizer="test_open_qa:open_qa_optimizer", rule=SEARCH_RULE, best_above=0.6)
 
 
-@pytest.mark.parametrize("backend", ["embedded", "command", "handoff"])
+@pytest.mark.parametrize("backend", ["command", "handoff"])  # embedded calls tools
 def test_native_tool_mode_with_a_target_without_tool_calling_is_refused(
         tmp_path: Path, backend: str) -> None:
     """The tools would never reach such a model: an error, not episodes without actions."""

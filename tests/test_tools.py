@@ -13,7 +13,6 @@ import pytest
 from skillgrad.envs.tools import Tool, ToolError, run_episode, text_protocol
 from skillgrad.errors import FatalModelError, ScriptExhausted
 from skillgrad.models.command import CommandBackend, CommandOptions
-from skillgrad.models.embedded import EmbeddedBackend, EmbeddedOptions
 from skillgrad.models.handoff import HandoffBackend, HandoffOptions
 from skillgrad.models.messages import ChatRequest, Completion, Message
 from skillgrad.models.openai_compat import OpenAICompatibleBackend, OpenAICompatibleOptions
@@ -178,12 +177,9 @@ def test_requests_are_plain_chat_requests() -> None:
 
 def test_backends_without_tool_calling_refuse_tools_instead_of_dropping_them(
         tmp_path: Path, fake_llama: list[dict[str, Any]]) -> None:
-    calls = fake_llama
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    calls = fake_llama  # (the embedded model has tool calling: test_serve_tools.py)
     marker = tmp_path / "ran"
     models = {
-        "embedded model": EmbeddedBackend.create(EmbeddedOptions(model_path=Path("m.gguf")),
-                                                 tmp_path),
         "command backend": CommandBackend.create(CommandOptions(argv=[
             sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"]), tmp_path),
         "handoff backend": HandoffBackend.create(HandoffOptions(dir=Path("h")), tmp_path),

@@ -14,6 +14,9 @@ configured. Two properties shape how it is used:
   own KV cache and buffers.
 * Structured output is enforced by a grammar compiled from the request's JSON schema, so the
   optimizer's replies parse even from a small model.
+* Tools offered in a request reach the model through its chat template, and the calls in its
+  reply come back as :attr:`Completion.tool_calls` (:mod:`skillgrad.models.toolcalls`), so an
+  agent CLI can drive it through ``skillgrad serve``.
 
 One model instance does one call at a time (llama.cpp contexts are not thread-safe). Its window
 is ``n_ctx``: the client refuses a longer prompt before the call (counted with this model's own
@@ -33,9 +36,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillgrad.errors import ConfigError, DataError, FatalModelError
-from skillgrad.models.base import non_text_parts, refuse_tools
+from skillgrad.models.base import non_text_parts
 from skillgrad.models.limits import PromptTooLarge
-from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Usage
+from skillgrad.models.toolcalls import split_tool_calls, template_message, tools_preamble
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
 
 log = logging.getLogger(__name__)
@@ -135,10 +139,9 @@ class EmbeddedModel:
                 f"embedded model has no vision: the request carries {len(parts)} non-text "
                 f"part(s) ({', '.join(sorted(set(parts)))}); use a vision-capable target "
                 "(backend: openai_compatible)")
-        refuse_tools(request, "embedded model")
         o = self.options
         kwargs: dict[str, Any] = {
-            "messages": [_message(m) for m in request.messages],
+            "messages": [template_message(m) for m in request.messages],
             "max_tokens": o.max_tokens or request.max_tokens,
             "temperature": o.temperature if o.temperature is not None else (
                 request.temperature if request.temperature is not None else 0.0),
@@ -151,6 +154,8 @@ class EmbeddedModel:
         slot = self._slot(request.messages[0].text() if request.messages else None)
         with slot.lock:
             self._last = slot
+            if request.tools:
+                _offer_tools(kwargs, request.tools, slot.llama)
             try:
                 out: Any = slot.llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. the prompt does not fit the context window
@@ -161,12 +166,18 @@ class EmbeddedModel:
                 raise FatalModelError(f"embedded model: {exc}") from exc
         choice = out["choices"][0]
         usage = out.get("usage") or {}
+        text, calls = choice["message"].get("content") or "", None
+        finish = choice.get("finish_reason") or "stop"
+        if request.tools:
+            text, calls = split_tool_calls(text, request)
+            finish = "tool_calls" if calls and finish == "stop" else finish
         return Completion(
-            text=choice["message"].get("content") or "",
+            text=text,
             usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0),
                         completion_tokens=usage.get("completion_tokens", 0)),
-            finish_reason=choice.get("finish_reason") or "stop",
+            finish_reason=finish,
             model=self.path.name,
+            tool_calls=calls or None,
         )
 
     def reset(self) -> None:
@@ -208,8 +219,21 @@ class _Slot:
         self.used = 0
 
 
-def _message(m: Message) -> dict[str, Any]:
-    return {"role": m.role, "content": m.text()}
+def _offer_tools(kwargs: dict[str, Any], tools: tuple[dict[str, Any], ...], llama: Any) -> None:
+    """Offer ``tools`` the way the model was trained to see them: through its chat template
+    when the template renders tools (Qwen2.5's does, in the ``<tool_call>`` convention),
+    else as a system preamble in that convention. The reply's calls are cut out of its text
+    (:func:`~skillgrad.models.toolcalls.split_tool_calls`)."""
+    template = str((getattr(llama, "metadata", None) or {}).get("tokenizer.chat_template", ""))
+    if "tools" in template:
+        kwargs["tools"] = list(tools)
+        return
+    messages = kwargs["messages"]
+    preamble = tools_preamble(tools)
+    if messages and messages[0]["role"] == "system":
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{preamble}"}
+    else:
+        messages.insert(0, {"role": "system", "content": preamble})
 
 
 class EmbeddedBackend:
@@ -217,7 +241,8 @@ class EmbeddedBackend:
 
     Options = EmbeddedOptions
     accepts_images = False  # llama.cpp's text models here have no vision (see build.py)
-    accepts_tools = False  # no native tool calling: environments use the text protocol
+    # Native tool calls in the <tool_call> convention of its chat template (models/toolcalls.py).
+    accepts_tools = True
     # As optimizer, a small local model learns more from sampled plain rules, screened on the
     # step's tasks, than from one set of anchored edits (config.SMALL_OPTIMIZER_GRADIENT).
     small_optimizer = True

@@ -1,7 +1,9 @@
 """A scripted model for tests and demos (the analogue of DSPy's ``DummyLM``).
 
 Replies come from a list (in order), from substring rules (first match wins), or from a
-function of the request. Every call is recorded. When the script has no answer the model fails
+function of the request. A reply may call tools: a :class:`Completion` with ``tool_calls``, or
+(in YAML too) a mapping of ``tool_calls`` (each ``{name, arguments}``) and an optional
+``text``. Every call is recorded. When the script has no answer the model fails
 loudly, showing the prompt it could not answer.
 """
 
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skillgrad.errors import ConfigError, ScriptExhausted
 from skillgrad.models.messages import ChatRequest, Completion, Usage
+from skillgrad.models.toolcalls import call_ids, normal_call
 from skillgrad.yamlfile import load_yaml_text
 
 log = logging.getLogger(__name__)
@@ -31,7 +34,8 @@ Reply = str | dict[str, Any] | list[Any] | Completion
 
 class Rule(BaseModel):
     """Reply with ``reply`` when every string of ``when`` occurs in the prompt and none of
-    ``unless`` does. A dict or list reply is sent as JSON text."""
+    ``unless`` does. A dict or list reply is sent as JSON text, except a mapping of only
+    ``tool_calls`` and ``text``, which calls those tools."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -97,7 +101,7 @@ class ScriptedModel:
             self.calls.append(request)
             self.n_calls += 1
             reply = self._pick(request, prompt)
-        return self._to_completion(reply, prompt)
+        return self._to_completion(reply, prompt, request)
 
     def _pick(self, request: ChatRequest, prompt: str) -> Reply:
         if self._fn is not None:
@@ -120,15 +124,25 @@ class ScriptedModel:
             f"{opening!r}; -v logs it whole)")
 
     @staticmethod
-    def _to_completion(reply: Reply, prompt: str) -> Completion:
+    def _to_completion(reply: Reply, prompt: str, request: ChatRequest) -> Completion:
         if isinstance(reply, Completion):
             return reply
+        calls = None
+        if isinstance(reply, dict) and "tool_calls" in reply and set(reply) <= {"text",
+                                                                              "tool_calls"}:
+            calls = [normal_call(c) for c in reply["tool_calls"]]
+            for call, call_id in zip(calls, call_ids(request, len(calls)), strict=True):
+                call.setdefault("id", call_id)
+            reply = str(reply.get("text") or "")
         text = reply if isinstance(reply, str) else json.dumps(reply)
         return Completion(
             text=text,
-            usage=Usage(prompt_tokens=_estimate_tokens(prompt), completion_tokens=_estimate_tokens(text)),
-            finish_reason="stop",
+            usage=Usage(prompt_tokens=_estimate_tokens(prompt),
+                        completion_tokens=_estimate_tokens(text) + (
+                            _estimate_tokens(json.dumps(calls)) if calls else 0)),
+            finish_reason="tool_calls" if calls else "stop",
             model="scripted",
+            tool_calls=calls,
         )
 
 

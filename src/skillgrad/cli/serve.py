@@ -1,0 +1,127 @@
+"""``skillgrad serve``: one model role behind a loopback endpoint that agent CLIs can use. This
+module imports without the ``serve`` extra, so that the command can say how to install it;
+the web stack is imported when the command runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from skillgrad.cli.config import SetOpt
+from skillgrad.cli.dashboard import LOOPBACK, address, listen, make_server
+from skillgrad.console import console, out_console
+from skillgrad.errors import SkillgradError
+
+INSTALL = "pip install 'skillgrad[serve]'"
+KEY_ENV = "SKILLGRAD_SERVE_KEY"
+# The embedded model's window when serving without a config: an agent CLI's first prompt
+# (its instructions and tool list, rendered by Qwen2.5's template) measured 7,212 tokens
+# (OpenCode 1.18) to 18,870 (Claude Code 2.1), mostly over the training default of 8,192;
+# 32,768 is the model's own trained window.
+AGENT_WINDOW = 32768
+
+
+def serve_command(
+    config: Annotated[Optional[Path], typer.Argument(  # noqa: UP045 - typer needs it
+        help="YAML config whose model section to serve (default: none, the embedded model "
+        f"with a {AGENT_WINDOW:,}-token window, which an agent's first prompt needs).",
+        show_default=False)] = None,
+    role: Annotated[str, typer.Option(
+        metavar="ROLE", help="The role section to serve: target or optimizer.")] = "target",
+    host: Annotated[str, typer.Option(
+        metavar="HOST", help="The address to listen on; any but 127.0.0.1, localhost or ::1 "
+        "needs --allow-remote.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="The port (0: any free one).")
+                    ] = 8400,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Listen on an address other machines can reach (set a key: "
+        f"${KEY_ENV}).")] = False,
+    key: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--key", envvar=KEY_ENV, show_envvar=True, show_default=False, metavar="KEY",
+        help=f"The API key clients must send (better in ${KEY_ENV}); unset: any key, as "
+        "agents send dummies.")] = None,
+    record: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--record", metavar="DIR", help="Journal every answered call in DIR/<tag>/calls.jsonl "
+        "(a restarted server answers repeated requests from it; --replay reads it).",
+        show_default=False)] = None,
+    replay: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--replay", metavar="DIR", help="Answer only from the calls recorded in DIR (a run "
+        "directory or a --record folder); no model is loaded.", show_default=False)] = None,
+    model_name: Annotated[str, typer.Option(
+        "--model-name", metavar="NAME", help="The model name the model lists show.")
+                          ] = "skillgrad",
+    set_: SetOpt = None,
+) -> None:
+    """Serve a model role to agent CLIs on 127.0.0.1: OpenAI Chat Completions and Responses,
+    Anthropic Messages and Gemini, streaming and tool calls included. Every call goes through
+    skillgrad's client layer (metering, budget, cache, journal); put /r/TAG in an agent's base
+    URL (or send X-Skillgrad-Rollout: TAG) to meter and record its calls under TAG."""
+    from skillgrad.clients import ROLES, build_clients
+    from skillgrad.config import load_config
+
+    if role not in ROLES:
+        raise SkillgradError(f"--role {role}: use one of {', '.join(ROLES)}")
+    if host not in LOOPBACK and not allow_remote:
+        raise SkillgradError(f"--host {host}: not a loopback address; add --allow-remote to "
+                             "serve other machines (and set a key in $" + KEY_ENV + ")")
+    _require_extra()
+    from skillgrad.serve.app import create_app
+    from skillgrad.serve.scopes import ClientScopes
+
+    overrides = list(set_ or [])
+    if config is None and not any(o.startswith((f"model.{role}.n_ctx=",
+                                                f"model.{role}.backend=")) for o in overrides):
+        overrides.insert(0, f"model.{role}.n_ctx={AGENT_WINDOW}")
+    resolved = load_config(config, overrides)
+    client = build_clients(resolved, replay=replay, roles=(role,))[role]
+    sock = listen(host, port)
+    app = create_app(ClientScopes(client, record), key=key or None, model_name=model_name,
+                     count_tokens=getattr(client.model, "count_tokens", None),
+                     loopback_only=host in LOOPBACK)
+    base = address(host, sock.getsockname()[1]).rstrip("/")
+    backend = "replay" if replay else getattr(resolved.config.model, role).backend
+    _print_start(role, backend, base, key is not None)
+    try:
+        make_server(app).run(sockets=[sock])
+    finally:
+        _print_usage(client.meter.stages.get(role, {}))
+
+
+def _require_extra() -> None:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise SkillgradError(f"skillgrad serve needs {exc.name or 'its web stack'}: "
+                             f"{INSTALL}") from None
+
+
+def _print_start(role: str, backend: str, base: str, keyed: bool) -> None:
+    out_console.print(f"serving the {role} model ({backend}) at {base} (Ctrl-C stops it)",
+                      markup=False)
+    for wire, url, who in (
+            ("OpenAI Chat Completions", f"{base}/v1", "OpenCode, Copilot CLI"),
+            ("OpenAI Responses", f"{base}/v1", 'Codex CLI: a model provider with wire_api = '
+             '"responses"'),
+            ("Anthropic Messages", base, "Claude Code: ANTHROPIC_BASE_URL"),
+            ("Gemini", base, "Gemini CLI: GOOGLE_GEMINI_BASE_URL")):
+        out_console.print(f"  {wire:<24} {url:<{len(base) + 4}} {who}", markup=False,
+                          highlight=False)
+    out_console.print(f"  tag a rollout: {base}/r/TAG in place of {base} (or the header "
+                      f"X-Skillgrad-Rollout: TAG); key: {'required' if keyed else 'any'}",
+                      markup=False)
+
+
+def _print_usage(stages: Mapping[str, object]) -> None:
+    if not stages:
+        return
+    table = Table("rollout", "calls", "prompt tokens", "completion tokens", "replayed",
+                  "cached", title="calls served")
+    for stage, meter in sorted(stages.items()):
+        table.add_row(stage, *(str(getattr(meter, f)) for f in (
+            "calls", "prompt_tokens", "completion_tokens", "replayed", "cached")))
+    console.print(table)
