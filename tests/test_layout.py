@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("command line", ("cli",)),
     ("web view", ("dashboard",)),
     ("sleep", ("sleep",)),
-    ("entry points and readers", ("api", "evaluate", "plan", "runview", "scaffold")),
+    ("entry points and readers", ("api", "evaluate", "plan", "runview", "scaffold",
+                                  "serve")),
     ("the loop", ("trainer",)),
     ("assembly from a config", ("build", "export", "tracking")),
     ("the loop's helpers", ("clients", "summary", "settings")),
@@ -33,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("records", ("records", "registry", "skillopt")),
     ("models", ("models",)),
     ("foundations", ("rundir", "sandbox", "prompts", "parallel", "agentskills", "redact",
-                     "yamlfile", "confine", "console")),
+                     "yamlfile", "confine", "seccomp", "namespaces", "console")),
     ("leaves", ("files", "skill", "errors", "version", "words", "dotted")),
 )
 

@@ -215,8 +215,10 @@ def test_identity_and_endpoint(server: FakeOpenAIServer, make: Make,
     assert a.identity == b.identity != c.identity
     assert "sk-very-secret" not in a.identity and server.url in a.identity
     assert a.endpoint == server.url
-    creds = make(base_url=server.url.replace("http://", "http://user:pw@"))
-    assert "pw" not in creds.identity and creds.endpoint == server.url
+    monkeypatch.setenv("SKILLGRAD_TEST_SIG", "sig-very-secret")
+    creds = make(base_url=server.url + "?sig=${SKILLGRAD_TEST_SIG}")
+    assert "sig-very-secret" not in creds.identity
+    assert creds.endpoint == server.url + "?sig=***"
 
 
 # ----------------------------------------------------------------------------- failures

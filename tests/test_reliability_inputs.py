@@ -3,7 +3,6 @@ line: a skill file that is not text, a base URL that is not a usable http(s) URL
 
 from __future__ import annotations
 
-import base64
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,18 @@ from skillgrad.skill import MAX_SKILL_BYTES, read_skill_file
 from skillgrad.testing import FakeOpenAIServer, Fault
 
 KEY_ENV = "SKILLGRAD_TEST_RELIABILITY_KEY"
+QUERY_ENV = "SKILLGRAD_TEST_RELIABILITY_QUERY"
+TOKEN_ENV = "SKILLGRAD_TEST_RELIABILITY_TOKEN"
 # One unique canary for each place a secret can enter a config, and one for the API key.
 CANARY = {
-    "password": "cnry0password7341",
+    "password": "cnry0password7341",  # a header value read from $TOKEN_ENV
     "header": "cnry0header8825",
-    "query": "cnry0query5190",
+    "query": "cnry0query5190",  # query values read from $QUERY_ENV
     "body": "cnry0body6602",
     "key": "cnry0apikey4418",
 }
+# The variables the ${VAR} of secret_roles read.
+SECRET_ENV = {KEY_ENV: CANARY["key"], QUERY_ENV: CANARY["query"], TOKEN_ENV: CANARY["password"]}
 
 
 def ask(text: str = "hi") -> ChatRequest:
@@ -39,18 +42,24 @@ def ask(text: str = "hi") -> ChatRequest:
 
 
 def secret_roles(url: str, cache_dir: Path) -> dict[str, Any]:
-    """Target and optimizer on ``url``, with a canary in every place a secret can enter."""
-    host = url.removeprefix("http://")
+    """Target and optimizer on ``url``, with a canary in every place a secret can enter (those
+    a URL may carry only through ``${VAR}``; set :data:`SECRET_ENV`)."""
     shared = {"backend": "openai_compatible", "model": "toy", "retry_base_delay": 0.0,
               "cache": True, "cache_dir": str(cache_dir)}
-    base_url = f"http://user:{CANARY['password']}@{host}?sig={CANARY['query']}"
-    target = {**shared, "base_url": base_url,
+    target = {**shared, "base_url": f"{url}?sig=${{{QUERY_ENV}}}",
               "extra_headers": {"Ocp-Apim-Subscription-Key": CANARY["header"],
+                                "X-Proxy-Token": f"Bearer ${{{TOKEN_ENV}}}",
                                 "Content-Type": "application/json"}}
-    optimizer = {**shared, "base_url": f"{url}?api-version=1&code={CANARY['query']}",
+    optimizer = {**shared, "base_url": f"{url}?api-version=1&code=${{{QUERY_ENV}}}",
                  "api_key_env": KEY_ENV,
                  "extra_body": {"metadata": {"auth_token": CANARY["body"]}, "seed": 1}}
     return {"target": target, "optimizer": optimizer}
+
+
+@pytest.fixture
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRET_ENV.items():
+        monkeypatch.setenv(name, value)
 
 
 def echo_of(*names: str) -> str:
@@ -76,7 +85,7 @@ def test_no_secret_reaches_the_run_directory_the_cache_or_the_console(tmp_path: 
     response cache, nor on the console; each did reach the server; and the run resumes."""
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
-    env = {KEY_ENV: CANARY["key"]}
+    env = dict(SECRET_ENV)
     with FakeOpenAIServer(responder=toy.http_responder) as server:
         cfg = toy_config(work, model=secret_roles(server.url, cache))
         server.push(Fault.status(503, echo_of(*TARGET_SECRETS)))  # retried, and logged
@@ -93,14 +102,14 @@ def test_no_secret_reaches_the_run_directory_the_cache_or_the_console(tmp_path: 
         line = one_line_error(failed, code=1)
         assert "rejected the request (HTTP 400)" in line and "***" in line
         sent_headers, sent_bodies = list(server.headers), list(server.requests)
-    basic = base64.b64encode(f"user:{CANARY['password']}".encode()).decode()
-    assert any(h.get("authorization") == f"Basic {basic}" for h in sent_headers)
+    assert any(h.get("x-proxy-token") == f"Bearer {CANARY['password']}" for h in sent_headers)
     assert any(h.get("ocp-apim-subscription-key") == CANARY["header"] for h in sent_headers)
     assert any(h.get("authorization") == f"Bearer {CANARY['key']}" for h in sent_headers)
     assert any(b.get("metadata", {}).get("auth_token") == CANARY["body"] for b in sent_bodies)
     assert list(cache.rglob("*.json"))  # the cache was written, and is searched below
     shown = (work / "run" / "config.yaml").read_text()
-    assert "Content-Type: application/json" in shown and shown.count("***") >= 4
+    assert "Content-Type: application/json" in shown and shown.count("***") >= 2
+    assert shown.count(f"${{{QUERY_ENV}}}") == 2 and f"Bearer ${{{TOKEN_ENV}}}" in shown
     consoles = [trained.stdout, trained.stderr, resumed.stdout, resumed.stderr, failed.stdout,
                 failed.stderr]
     for name, canary in CANARY.items():
@@ -109,30 +118,30 @@ def test_no_secret_reaches_the_run_directory_the_cache_or_the_console(tmp_path: 
         assert not any(canary in text for text in consoles), name
 
 
-def test_redacted_config_masks_every_credential_and_keeps_the_rest(toy_dir: Path) -> None:
+def test_redacted_config_masks_every_credential_and_keeps_the_rest(
+        toy_dir: Path, secret_env: None) -> None:
     roles = secret_roles("http://127.0.0.1:9/v1", toy_dir / "cache")
     resolved = load_config(toy_config(toy_dir, model=roles))
     shown = resolved.redacted()["model"]
     target, optimizer = shown["target"], shown["optimizer"]
-    assert target["base_url"] == "http://***@127.0.0.1:9/v1?sig=***"
+    assert target["base_url"] == f"http://127.0.0.1:9/v1?sig=${{{QUERY_ENV}}}"
     assert target["extra_headers"] == {"Ocp-Apim-Subscription-Key": "***",
+                                       "X-Proxy-Token": f"Bearer ${{{TOKEN_ENV}}}",
                                        "Content-Type": "application/json"}
-    assert optimizer["base_url"] == "http://127.0.0.1:9/v1?api-version=1&code=***"
+    assert optimizer["base_url"] == f"http://127.0.0.1:9/v1?api-version=1&code=${{{QUERY_ENV}}}"
     assert optimizer["extra_body"] == {"metadata": {"auth_token": "***"}, "seed": 1}
     assert optimizer["api_key_env"] == KEY_ENV and target["max_retries"] == 4
-    # A masked value still counts for resume: the header may change what the server answers.
+    # A masked value counts by its place, not its value: a rotated key keeps the fingerprint.
     other = dict(roles, target={**roles["target"], "extra_headers": {
-        "Ocp-Apim-Subscription-Key": "another"}})
-    changed = load_config(toy_config(toy_dir, model=other))
-    assert changed.fingerprint() != resolved.fingerprint()
-    assert load_config(toy_config(toy_dir, model=roles)).fingerprint() == resolved.fingerprint()
+        **roles["target"]["extra_headers"], "Ocp-Apim-Subscription-Key": "another"}})
+    assert load_config(toy_config(toy_dir, model=other)).fingerprint() == resolved.fingerprint()
+    gone = dict(roles, target={**roles["target"], "extra_headers": {}})
+    assert load_config(toy_config(toy_dir, model=gone)).fingerprint() != resolved.fingerprint()
     # A run directory written before these values were masked compares equal to the new copy.
     assert config_changes(resolved.resolved(), resolved.redacted()) == []
 
 
-def test_a_servers_echo_and_the_endpoint_never_show_a_secret(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(KEY_ENV, CANARY["key"])
+def test_a_servers_echo_and_the_endpoint_never_show_a_secret(secret_env: None) -> None:
     with FakeOpenAIServer() as server:
         options = OpenAICompatibleOptions(**{
             k: v for k, v in secret_roles(server.url, Path("unused"))["target"].items()
@@ -248,20 +257,21 @@ def test_a_scripted_models_script_may_not_name_a_key_twice(tmp_path: Path) -> No
         read_script(script)
 
 
-def test_a_change_in_a_masked_value_says_so_when_resume_is_refused(toy_dir: Path) -> None:
+def test_a_change_in_a_masked_value_alone_does_not_refuse_a_resume(toy_dir: Path) -> None:
     from skillgrad.errors import RunDirError
     from skillgrad.rundir import RunDir
     from skillgrad.state import claim_run
 
-    def config(password: str) -> Any:
-        url = f"http://user:{password}@127.0.0.1:9/v1"
+    def config(key: str, model: str = "m") -> Any:
         return load_config(toy_config(toy_dir, model={"target": {
-            "backend": "openai_compatible", "base_url": url, "model": "m"}}))
+            "backend": "openai_compatible", "base_url": "http://127.0.0.1:9/v1",
+            "model": model, "extra_headers": {"X-Api-Key": key}}}))
 
     run = RunDir(toy_dir / "run")
     claim_run(run, config("first"), "0", allow_change=False)
-    with pytest.raises(RunDirError, match=r"different config \(a masked value differs: a URL"):
-        claim_run(run, config("second"), "0", allow_change=False)
+    claim_run(run, config("second"), "0", allow_change=False)  # a rotated key
+    with pytest.raises(RunDirError, match=r"different config \(model.target.model: 'm' -> 'n'"):
+        claim_run(run, config("second", "n"), "0", allow_change=False)
 
 
 def test_a_merge_key_may_still_be_overridden(tmp_path: Path) -> None:
@@ -332,7 +342,7 @@ def test_an_unusable_base_url_is_a_config_error_naming_the_key(
 
 
 @pytest.mark.parametrize("url", ["http://[::1]:8000/v1", "https://x.openai.azure.com/v1",
-                                 "http://u:p@localhost:8000/v1?api-version=1", "HTTP://H/v1"])
+                                 "http://localhost:8000/v1?api-version=1", "HTTP://H/v1"])
 def test_usable_base_urls_pass(url: str) -> None:
     assert OpenAICompatibleOptions(base_url=url, model="m").base_url == url
 

@@ -29,7 +29,9 @@ BYPASS_PERMISSIONS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOW
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "COLUMNS": "200"}
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent),
+                                         os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "200"}
 
 
 def cli(*args: str, preexec: Callable[[], None] | None = None,
@@ -283,6 +285,57 @@ def test_ctrl_c_says_where_the_run_stopped_and_how_to_resume(cfg: Path) -> None:
     [line] = error_lines(err)
     assert line.startswith("error: interrupted") and "epoch 1 step 2" in line
     assert line.endswith(f"resume with: skillgrad {' '.join(args)}")
+    resumed = cli(*args)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(cfg: Path, signum: int) -> None:
+    """``kill``, a closed terminal or a job scheduler's stop: the same line and exit code as
+    Ctrl-C, the checkpoint kept, and the same command resumes."""
+    out = cfg.parent / "run"
+    args = ("train", str(cfg), "--out", str(out), *SHORT, *SLOW)
+    run = start(*args)
+    wait_for(lambda: journal_lines(out, "e01-s002") >= 3, run, "step 2")
+    run.send_signal(signum)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    [line] = error_lines(err)
+    assert line.startswith("error: interrupted") and "epoch 1 step 2" in line
+    assert line.endswith(f"resume with: skillgrad {' '.join(args)}")
+    assert TrainerState.model_validate_json((out / "checkpoint.json").read_text()).global_step == 1
+    resumed = cli(*args)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+# The disk fills up as a journal line is appended: ``skillgrad train`` with every append to
+# the journal named argv[1] going to /dev/full (whose writes fail with ENOSPC, as a full
+# disk's do, and name no file).
+FULL_JOURNAL = """
+import pathlib, runpy, sys
+journal = sys.argv.pop(1)
+opened = pathlib.Path.open
+def open_full(self, mode="r", *args, **kwargs):
+    if self.name == journal and "a" in mode:
+        return open("/dev/full", mode, *args, **kwargs)
+    return opened(self, mode, *args, **kwargs)
+pathlib.Path.open = open_full
+runpy.run_module("skillgrad.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("journal", ["calls.jsonl", "events.jsonl"])
+def test_a_full_disk_at_a_journal_append_names_the_journal(cfg: Path, journal: str) -> None:
+    out = cfg.parent / "run"
+    args = ("train", str(cfg), "--out", str(out), *SHORT)
+    full = subprocess.run([sys.executable, "-c", FULL_JOURNAL, journal, *args], env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert full.returncode == 1, full.stderr
+    line, hint = error_lines(full.stderr)
+    first = out / "init" / journal if journal == "calls.jsonl" else out / journal
+    assert line == f"error: {first}: No space left on device"
+    assert hint.endswith(f"resume with: skillgrad {' '.join(args)}")
     resumed = cli(*args)
     assert resumed.returncode == 0, resumed.stderr
 

@@ -1,4 +1,4 @@
-"""The reliability suite, in three parts.
+"""The reliability suite, in four parts.
 
 - Faults: a training whose target and optimizer both answer through an OpenAI-compatible
   endpoint on 127.0.0.1 that fails a seeded share of requests (429 with Retry-After, 500, hangs
@@ -9,6 +9,10 @@
 - Bad inputs: the corpus in ``fixtures/bad_inputs/corpus.yaml`` (configs, data files, skill
   files, command lines, optimizer replies, file-system states), each refused in one line with
   a non-zero exit and no traceback, leaving any run directory as it was and readable.
+- Escapes: every escape from the code sandbox in ``test_sandbox_escapes.py`` (a UNIX socket
+  outside its folder through Python's socket module, ctypes and a child interpreter; a process
+  in its own session left to outlive the run, ended normally and at the timeout; a fork bomb; a
+  device node; a workbook handed back as a link to an outside file), each refused.
 
 ``SKILLGRAD_HEAVY_RELIABILITY=1`` adds a 50% fault rate and raises the kills from 20 to 100.
 Run with ``-s`` to see what the suite measured (printed when the module ends). The kill and
@@ -40,6 +44,7 @@ import toy
 import yaml
 from conftest import toy_config
 from test_resume import comparable
+from test_sandbox_escapes import ESCAPES, unavailable
 
 from skillgrad.config import load_config
 from skillgrad.testing import FakeOpenAIServer, Fault
@@ -59,6 +64,8 @@ class Tally:
     kill_scopes: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
     not_one_line: list[str] = field(default_factory=list)
+    escapes_tried: list[str] = field(default_factory=list)
+    escapes_refused: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         injected = sum(self.faults.values())
@@ -74,6 +81,8 @@ class Tally:
             f"bad inputs: {refused + len(self.not_one_line)} refused with no traceback, "
             f"{refused} of them in one line ({kinds_refused}); "
             f"{len(self.not_one_line)} in more lines",
+            f"escapes: {len(self.escapes_tried)} tried, {len(self.escapes_refused)} refused "
+            f"({'; '.join(self.escapes_refused)})",
         ]
 
 
@@ -424,6 +433,7 @@ def refuse(case: dict[str, Any], base: Path, folder: Path) -> Refusal:
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    make_the_rest(case, folder)
     before = snapshot(folder / "run")
     read_only = case.get("read_only")
     if read_only:
@@ -446,6 +456,23 @@ def refuse(case: dict[str, Any], base: Path, folder: Path) -> Refusal:
     new_run = (json.loads(checkpoint.read_text()) if checkpoint and checkpoint.is_file()
                and not case.get("run") else None)
     return Refusal(proc, before, snapshot(folder / "run"), shown, new_run)
+
+
+def make_the_rest(case: dict[str, Any], folder: Path) -> None:
+    """What a case's ``files`` cannot hold: deep nesting, JSON keys set in a file that is
+    there, named pipes and symbolic links (see the corpus's header)."""
+    for name, (text, depth) in (case.get("nested") or {}).items():
+        (folder / name).write_text(text.replace("NEST", "[" * depth + "]" * depth))
+    for name, keys in (case.get("patch") or {}).items():
+        data = json.loads((folder / name).read_text())
+        (folder / name).write_text(json.dumps({**data, **keys}, indent=2))
+    for name in case.get("fifos") or []:
+        os.mkfifo(folder / name)
+    for name, target in (case.get("links") or {}).items():
+        path = folder / name
+        if os.path.lexists(path):
+            path.unlink()
+        path.symlink_to(target)
 
 
 @pytest.fixture(scope="module")
@@ -519,4 +546,20 @@ def test_the_corpus_holds_every_kind_of_bad_input() -> None:
     assert set(kinds) == {"config", "data", "skill", "cli", "reply", "fs"}
     assert min(kinds.values()) >= 6, kinds
     assert all(c["says"] and set(c) <= {"id", "args", "says", "files", "code", "stops", "run",
-                                        "read_only", "show"} for c in CORPUS)
+                                        "read_only", "show", "links", "fifos", "nested",
+                                        "patch"} for c in CORPUS)
+
+
+# ============================================================================= escapes
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_an_escape_from_the_code_sandbox_is_refused(name: str, tmp_path: Path) -> None:
+    reason = unavailable(name)
+    if reason:
+        pytest.skip(reason)
+    TALLY.escapes_tried.append(name)
+    attempt = ESCAPES[name](tmp_path)
+    if attempt.refused:
+        TALLY.escapes_refused.append(name)
+    assert attempt.refused, attempt.evidence

@@ -33,7 +33,8 @@ from skillgrad.dotted import flatten as _flatten
 from skillgrad.envs.base import EnvCommon, EnvOptions
 from skillgrad.errors import ConfigError
 from skillgrad.models.accounting import Budget, Prices
-from skillgrad.redact import redact, redact_at, url_secrets
+from skillgrad.redact import credentials_in_text, no_url_credential, redact, redact_at
+from skillgrad.skill import read_capped
 from skillgrad.skillopt import CompatNote, translate
 from skillgrad.yamlfile import DuplicateKeyError, load_yaml_lines, load_yaml_text
 
@@ -232,10 +233,8 @@ class ExecutionSection(Section):
     @field_validator("ray_address")
     @classmethod
     def _no_credentials(cls, value: str | None) -> str | None:
-        if value is not None and url_secrets(value):
-            raise ValueError("holds a credential (a user:password@ or a token in the query); "
-                             "give it to Ray through its own environment variables instead")
-        return value
+        return no_url_credential(value, "give it to Ray through its own environment "
+                                        "variables instead")
 
     @model_validator(mode="after")
     def _target_on_workers_needs_ray(self) -> ExecutionSection:
@@ -270,11 +269,8 @@ class MlflowTracking(Section):
     @field_validator("tracking_uri")
     @classmethod
     def _no_credentials(cls, value: str | None) -> str | None:
-        if value is not None and url_secrets(value):
-            raise ValueError("holds a credential (a user:password@ or a token in the query); "
-                             "set MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
-                             "MLFLOW_TRACKING_PASSWORD, instead")
-        return value
+        return no_url_credential(value, "set MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME "
+                                        "and MLFLOW_TRACKING_PASSWORD, instead")
 
 
 class WandbTracking(Section):
@@ -377,29 +373,42 @@ class ResolvedConfig:
         """A hash of every key that changes what a run computes (less the dotted keys
         ``without``: the fingerprint a run that predates them had).
 
-        It hashes the values themselves, not their redacted copies: a header or a body field
-        that is masked on disk may still change the replies, so changing it still counts."""
-        flat = {k: v for k, v in _flatten(self.resolved()).items()
+        It hashes the redacted config, as ``config.yaml`` holds it: a secret counts by where
+        it is and how it is given (a masked value, a ``${VAR}`` reference), never by its
+        value, so the fingerprint (in ``run.json``, the checkpoint and the trackers' params)
+        gives nothing to guess a secret against, and a secret that changes (a rotated key)
+        does not stop a resume. A config without masked values has the fingerprint it had
+        when the values themselves were hashed."""
+        flat = {k: v for k, v in _flatten(self.redacted()).items()
                 if not k.startswith(RESUME_SAFE) and k not in without}
         text = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def config_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+MISSING = object()  # a key a config lacks, in :func:`changed_keys`
+
+
+def changed_keys(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The keys, resume-safe ones aside, whose values differ between two resolved configs (as
-    written to run directories), each as one short phrase. Both are redacted again first: a
-    run directory written by an older skillgrad may hold values it did not yet mask."""
+    written to run directories): ``key: (old, new)``, :data:`MISSING` for a key one of them
+    lacks. Both are redacted again first: a run directory written by an older skillgrad may
+    hold values it did not yet mask."""
     old, new = (_flatten(redact(c)) for c in (previous, current))
+    return {key: (old.get(key, MISSING), new.get(key, MISSING))
+            for key in sorted(old.keys() | new.keys())
+            if not key.startswith(RESUME_SAFE) and old.get(key, MISSING) != new.get(key, MISSING)}
+
+
+def config_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """:func:`changed_keys`, each as one short phrase."""
     changes = []
-    for key in sorted(old.keys() | new.keys()):
-        if key.startswith(RESUME_SAFE):
-            continue
-        if key not in old:
-            changes.append(f"{key} is new (now {new[key]!r}; that run predates it)")
-        elif key not in new:
-            changes.append(f"{key} is no longer a key (was {old[key]!r})")
-        elif old[key] != new[key]:
-            changes.append(f"{key}: {old[key]!r} -> {new[key]!r}")
+    for key, (was, now) in changed_keys(previous, current).items():
+        if was is MISSING:
+            changes.append(f"{key} is new (now {now!r}; that run predates it)")
+        elif now is MISSING:
+            changes.append(f"{key} is no longer a key (was {was!r})")
+        else:
+            changes.append(f"{key}: {was!r} -> {now!r}")
     return changes
 
 
@@ -457,6 +466,7 @@ def validate(
             classes[role].Options, extra, f"model.{role}", origins,
             also=tuple(RoleSection.model_fields),
         ))
+    _refuse_url_credentials(raw, origins)
     cfg = _small_optimizer_defaults(cfg, classes["optimizer"])
     _check_target_vision(cfg, env_cls, classes["target"])
     _check_target_tools(cfg, env_options, classes["target"])
@@ -472,6 +482,22 @@ def validate(
 # A local model's contexts kept per role, each caching one system message's prompt: the target
 # sees the current skill and a candidate in turn; the optimizer's prompts share little.
 PREFIX_SLOTS = {"target": 2, "optimizer": 1}
+
+
+def _refuse_url_credentials(data: Any, origins: dict[str, str], key: str = "") -> None:
+    """Refuse a credential written out in a URL anywhere in the config, a file's or a
+    ``--set``'s (the keys that hold a URL check theirs first, with their own advice)."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            _refuse_url_credentials(value, origins, f"{key}.{name}" if key else str(name))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            _refuse_url_credentials(value, origins, f"{key}.{i}")
+    elif isinstance(data, str) and (found := credentials_in_text(data)) is not None:
+        where = _origin(origins, key)
+        raise ConfigError(f"{where}: {key}: holds a credential in a URL ({found}); a URL may "
+                          "not carry one: give it through an environment variable (a "
+                          "header or a query value of a model's base_url may be ${VAR})")
 
 
 def _role_defaults(role: str, options: BaseModel) -> BaseModel:
@@ -563,7 +589,7 @@ def _validate_section(
 
 def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str],
                lines: dict[str, str]) -> dict[str, Any]:
-    resolved = path.resolve()
+    resolved = Path(os.path.realpath(path))  # a loop of links is refused when it is read
     if resolved in chain:
         cycle = " -> ".join(str(p) for p in (*chain, resolved))
         raise ConfigError(f"{path}: _base_ inheritance cycle: {cycle}")
@@ -585,16 +611,30 @@ def _load_yaml(path: Path, chain: tuple[Path, ...], origins: dict[str, str],
     return _deep_merge(merged, data)
 
 
+MAX_CONFIG_BYTES = 1_000_000  # a config is a few kilobytes: /dev/zero is never read whole
+
+
 def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], dict[str, int]]:
+    """A config file or a base of one: a regular file (never a FIFO or a device) of at most
+    :data:`MAX_CONFIG_BYTES`, parsed; every refusal names the file and who named it."""
+    who = f" (the _base_ of {chain[-1]})" if chain else ""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_capped(path, MAX_CONFIG_BYTES, ConfigError, "config file")
     except FileNotFoundError:
-        who = f" (the _base_ of {chain[-1]})" if chain else ""
         raise ConfigError(f"{path}: config file not found{who}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: config file is not UTF-8 text") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:  # a loop of links, no permission
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc}){who}"
+                          ) from None
+    except ConfigError as exc:  # not a regular file
+        raise ConfigError(f"{exc}{who}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: config file is larger than {MAX_CONFIG_BYTES:,} bytes{who}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config file is not UTF-8 text") from None
     data, lines = load_yaml_lines(text, str(path))
     if data is None:
         return {}, {}
@@ -603,8 +643,9 @@ def _read_yaml_file(path: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any]
     return data, lines
 
 
-def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
-    # Messages name the key, never the value: a value may be a credential.
+def parse_override(item: str) -> tuple[str, Any]:
+    """The dotted key and the value of ``--set KEY=VALUE`` (the value read as YAML, else the
+    text itself). Messages name the key, never the value: a value may be a credential."""
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
@@ -616,6 +657,41 @@ def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> 
         raise
     except ConfigError:  # not YAML: the text itself is the value
         value = text
+    return key, value
+
+
+def secret_overrides(args: list[str]) -> tuple[list[str], list[str]]:
+    """A command line without its ``--set KEY=VALUE`` items whose value holds a secret (what
+    :func:`~skillgrad.redact.redact` masks there), and the keys of those: a command shown
+    to the user (how to resume) must not repeat them."""
+    kept: list[str] = []
+    hidden: list[str] = []
+    i = 0
+    while i < len(args):
+        arg, step = args[i], 1
+        if arg in ("--set", "-s") and i + 1 < len(args):
+            item, step = args[i + 1], 2
+        elif arg.startswith(("--set=", "-s")) and arg not in ("--set", "-s"):
+            item = arg.removeprefix("--set=") if arg.startswith("--set=") else arg[2:]
+        else:
+            kept.append(arg)
+            i += 1
+            continue
+        try:
+            key, value = parse_override(item)
+            secret = redact_at(key.split("."), value) != value
+        except ConfigError:  # cannot tell: not shown
+            key, secret = item.partition("=")[0].strip(), True
+        if secret:
+            hidden.append(key or "--set")
+        else:
+            kept += args[i:i + step]
+        i += step
+    return kept, hidden
+
+
+def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
+    key, value = parse_override(item)
     node = raw
     parts = key.split(".")
     for i, part in enumerate(parts[:-1]):

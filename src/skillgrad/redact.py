@@ -10,16 +10,28 @@ module, so one set of rules decides what is masked:
   nobody here has heard of may well be a key);
 * any other value, and a URL's query parameter, is masked when its name reads like a
   credential (``key``, ``token``, ``secret``, ``password``, ``sig``, ``code``, ...);
-* a URL's user and password are always masked.
+* a URL's user and password are always masked;
+* a value written as ``${VAR}`` (or ``Bearer ${VAR}``) names an environment variable and holds
+  no secret: it is kept as written, and :func:`expand_references` reads the variable when the
+  value is used.
 
 Masking is deterministic and idempotent, so two redacted copies of one config compare equal
-(resuming a run compares them).
+(resuming a run compares them, and the config's fingerprint is a hash of its redacted copy).
+A known secret is scrubbed from text as written and in base64 (an HTTP Basic header that a
+server echoes), wherever it sits in the encoded text.
+
+A credential may not be written out in a URL at all (:func:`url_credential`): a config that
+does so is refused in one line that names the key and says which environment variable to use.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import logging
+import os
 import re
+import threading
 from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
@@ -29,13 +41,17 @@ __all__ = [
     "HARMLESS_HEADERS",
     "REDACTED",
     "RedactingFilter",
+    "credentials_in_text",
+    "expand_references",
     "is_secret_name",
     "masked_values",
+    "no_url_credential",
     "redact",
     "redact_at",
     "redact_query",
     "redact_text",
     "redact_url",
+    "url_credential",
     "url_secrets",
 ]
 
@@ -61,11 +77,18 @@ KEY_KINDS = frozenset({
 # Endings of run-together names: accesstoken, clientsecret, subscriptionkey.
 SECRET_ENDINGS = ("credential", "credentials", "passwd", "password", "secret", "signature",
                   "token", *(f"{kind}key" for kind in sorted(KEY_KINDS)))
-# Shorter values are not searched for in free text: they would match ordinary words.
+# Shorter values are not searched for in free text: they would match ordinary words; nor
+# shorter runs of a secret's base64.
 MIN_SCRUBBED = 4
+MIN_ENCODED = 8
 
 _WORDS = re.compile(r"[a-z0-9]+")
-_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\})+")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# A value that only names its secret: references, after at most an authentication scheme
+# (a scheme, not any word: a word written there could be a secret).
+_REFERENCES = re.compile(r"(?:(?i:basic|bearer|digest|token|apikey|api-key|key) +)?"
+                         r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\})+")
+_URLSAFE = str.maketrans("+/", "-_")
 _FLAG = re.compile(r"(-{1,2}[A-Za-z][\w-]*)(=.*)?", re.DOTALL)
 # A URL inside text: trailing punctuation belongs to the sentence, not to the URL.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;)\]]")
@@ -118,8 +141,9 @@ def redact_query(query: str) -> str:
     """A URL's query string (without ``?``) with the values of credential parameters masked."""
     params = []
     for param in query.split("&"):
-        name, eq, _ = param.partition("=")
-        params.append(f"{name}={REDACTED}" if eq and is_secret_name(unquote(name)) else param)
+        name, eq, value = param.partition("=")
+        secret = eq and is_secret_name(unquote(name)) and not _only_references(unquote(value))
+        params.append(f"{name}={REDACTED}" if secret else param)
     return "&".join(params)
 
 
@@ -138,12 +162,52 @@ def url_secrets(url: str) -> list[str]:
     decoded: what a server that echoes its request could repeat."""
     _, userinfo, _, tail = _split_url(url)
     found = [userinfo, *userinfo.split(":", 1)] if userinfo else []
+    found += [value for _, value in _query_secrets(tail)]
+    return sorted({v for part in found for v in (part, unquote(part)) if v})
+
+
+def _query_secrets(tail: str) -> list[tuple[str, str]]:
+    """(name, value) of the credential parameters of a URL's query (``tail``: from ``?``);
+    a value that only names environment variables (``${VAR}``) is none."""
     query = tail[1:].partition("#")[0] if tail.startswith("?") else ""
+    found = []
     for param in query.split("&") if query else ():
         name, eq, value = param.partition("=")
-        if eq and is_secret_name(unquote(name)):
-            found.append(value)
-    return sorted({v for part in found for v in (part, unquote(part)) if v})
+        if eq and is_secret_name(unquote(name)) and not _only_references(unquote(value)):
+            found.append((unquote(name), value))
+    return found
+
+
+def url_credential(url: str, *, query: bool = True) -> str | None:
+    """The credential written out in ``url``, in words (``a user:password@``, ``a credential
+    in the query (sig=)``), or ``None``; never the credential itself. ``query=False``: only a
+    user:password@ counts (a URL read from the environment may carry a query token)."""
+    _, userinfo, _, tail = _split_url(url)
+    if userinfo:
+        return "a user:password@"
+    names = [name for name, _ in _query_secrets(tail)] if query else []
+    return f"a credential in the query ({names[0]}=)" if names else None
+
+
+def no_url_credential(value: str | None, instead: str) -> str | None:
+    """``value``, a URL, unless it writes out a credential (:func:`url_credential`): then a
+    ValueError saying which, and ``instead`` (the environment variable to use). The one check
+    of the keys that hold a URL, and of every URL in a config (:func:`credentials_in_text`);
+    the message never quotes the URL."""
+    found = None if value is None else url_credential(value)
+    if found is not None:
+        raise ValueError(f"holds a credential ({found}); {instead}")
+    return value
+
+
+def credentials_in_text(text: str) -> str | None:
+    """What :func:`url_credential` finds in the first URL of ``text`` that writes out a
+    credential, or ``None``."""
+    for match in _URL_IN_TEXT.finditer(text):
+        found = url_credential(match.group(0))
+        if found is not None:
+            return found
+    return None
 
 
 # ----------------------------------------------------------------------------- text
@@ -151,10 +215,62 @@ def url_secrets(url: str) -> list[str]:
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` (an error message, a server's reply, a log line) with every known secret value
-    replaced and every URL in it redacted."""
-    for secret in sorted({s for s in secrets if len(s) >= MIN_SCRUBBED}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    (``secrets``, and each value this process read through a ``${VAR}``) replaced, as written
+    and in base64, and every URL in it redacted."""
+    with _READ_LOCK:
+        known = (*secrets, *_READ)
+    forms = {f for s in known if len(s) >= MIN_SCRUBBED for f in _scrubbed_forms(s)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+@functools.lru_cache(maxsize=256)
+def _scrubbed_forms(secret: str) -> tuple[str, ...]:
+    """``secret`` and the runs of base64 (standard and URL-safe) that encode it wherever it
+    sits in an encoded text: an HTTP Basic header encodes ``user:password``, so the password
+    starts at any of the three offsets of a base64 group. Each run holds only the characters
+    made from the secret's bits alone."""
+    raw = secret.encode()
+    forms = {secret}
+    for skip in range(3):
+        encoded = base64.b64encode(bytes(skip) + raw).decode()
+        core = encoded[-(-8 * skip // 6): 8 * (skip + len(raw)) // 6]
+        if len(core) >= MIN_ENCODED:
+            forms |= {core, core.translate(_URLSAFE)}
+    return tuple(forms)
+
+
+# ----------------------------------------------------------------------------- ${VAR}
+
+
+# The values read through ${VAR} (a whole URL aside): secrets, scrubbed from any text.
+_READ: set[str] = set()
+_READ_LOCK = threading.Lock()
+
+
+def expand_references(text: str) -> str:
+    """``text`` with every ``${VAR}`` replaced by that environment variable's value (its
+    surrounding white space dropped). Each value but a whole URL is remembered as a secret:
+    :func:`redact_text` scrubs it from every text from then on.
+
+    Raises:
+        ValueError: a variable is unset or empty; the message names it, never a value.
+    """
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        found = os.environ.get(name)
+        if found is None:
+            raise ValueError(f"${{{name}}} is not set in the environment")
+        if not found.strip():
+            raise ValueError(f"${{{name}}} is empty in the environment")
+        if "://" not in found:
+            with _READ_LOCK:
+                _READ.add(found.strip())
+        return found.strip()
+
+    return _REFERENCE.sub(value, text)
 
 
 class RedactingFilter(logging.Filter):
@@ -231,11 +347,12 @@ def _leaves(value: Any) -> list[str]:
 
 
 def _header_value(name: str, value: Any) -> Any:
-    return value if name.lower() in HARMLESS_HEADERS else REDACTED
+    return value if name.lower() in HARMLESS_HEADERS or _only_references(value) else REDACTED
 
 
 def _only_references(value: Any) -> bool:
-    """A value made only of ``${VAR}`` references names variables and holds no secret."""
+    """A value made only of ``${VAR}`` references (after at most a scheme: ``Bearer ${VAR}``)
+    names variables and holds no secret."""
     return isinstance(value, str) and _REFERENCES.fullmatch(value) is not None
 
 

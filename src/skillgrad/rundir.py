@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
 import os
 import time
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,12 +51,41 @@ from skillgrad.files import atomic_write_text, naming_error
 from skillgrad.skill import skill_hash
 
 SCHEMA_VERSION = 1
+TOO_DEEP = "nested too deeply to read"  # JSON past the recursion limit
 CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 RECORD, GATE = "record.json", "gate.json"  # a step's record and its gate decision
 LOCK = "run.lock"
 _HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
+_CONFINED: ContextVar[tuple[str, ...]] = ContextVar("skillgrad_confined_reads", default=())
+
+
+@contextlib.contextmanager
+def confined_reads(root: Path, *more: Path) -> Iterator[None]:
+    """Within it, the reads of this module take a run's file only where it really lies (its
+    links followed) inside ``root`` (or one of ``more``); another is a :class:`RunDirError`
+    naming it. A run directory someone else wrote may hold a link to a file of whoever reads
+    it (a key under ``~/.ssh``): what shows runs to others (the dashboard) reads them in
+    here."""
+    token = _CONFINED.set(tuple(os.path.realpath(r) for r in (root, *more)))
+    try:
+        yield
+    finally:
+        _CONFINED.reset(token)
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, its links followed, lies in ``root`` (its links followed too)."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+
+
+def _readable(path: Path) -> Path:
+    """``path``, unless :func:`confined_reads` is in force and it lies outside its roots."""
+    roots = _CONFINED.get()
+    if roots and not any(inside(path, Path(root)) for root in roots):
+        raise RunDirError(f"{path}: links to a file outside the run directory; not read")
+    return path
 
 
 def _jsonable(obj: Any) -> Any:
@@ -74,24 +105,34 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in _readable(path).read_text(encoding="utf-8").splitlines():
         try:
             out.append(json.loads(line))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply
             continue
     return out
+
+
+def read_text(path: Path) -> str | None:
+    """A text file of a run (None when it is not there)."""
+    try:
+        return _readable(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
 
 
 def read_json(path: Path) -> Any:
     """A JSON file of a run (None when it is not there)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _readable(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{path}: not valid JSON (line {exc.lineno})") from None
+    except RecursionError:
+        raise RunDirError(f"{path}: not valid JSON ({TOO_DEEP})") from None
 
 
 class WorkDir:
@@ -264,14 +305,14 @@ class RunDir:
         path = self.eval_dir(split, digest).rollouts_path
         out: dict[str, tuple[float, float]] = {}
         try:
-            with path.open(encoding="utf-8") as fh:
+            with _readable(path).open(encoding="utf-8") as fh:
                 for line in fh:
                     row = json.loads(line)
                     out[row["task_id"]] = (row["hard"], row["soft"])
         except FileNotFoundError:
             raise RunDirError(f"{path}: evaluation results missing from the run directory "
                               "(the checkpoint keeps only their means)") from None
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise RunDirError(f"{path}: evaluation results are not readable") from None
         return out
 
@@ -308,7 +349,7 @@ class RunDir:
     def load_skill(self, digest: str) -> str:
         path = self.skill_path(digest)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _readable(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise RunDirError(f"{path}: skill version missing from the run directory") from None
         if skill_hash(text) != digest:
@@ -320,19 +361,28 @@ class RunDir:
         self.write_json(self.checkpoint_path, state)
 
     def load_checkpoint_data(self) -> dict[str, Any] | None:
+        """The checkpoint's JSON (``None``: there is none). One that cannot be read (a link
+        that loops, or leads nowhere) is refused, never taken for a missing one: a run would
+        start again over it."""
         path = self.checkpoint_path
-        if not path.exists():
-            return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(_readable(path).read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            if path.is_symlink():
+                raise RunDirError(f"{path}: checkpoint is a link to nothing") from None
+            return None
+        except OSError as exc:
+            raise RunDirError(f"{path}: checkpoint cannot be read ({exc.strerror})") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise RunDirError(f"{path}: checkpoint is not valid JSON") from None
+        except RecursionError:
+            raise RunDirError(f"{path}: checkpoint is not valid JSON ({TOO_DEEP})") from None
         if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
             raise RunDirError(f"{path}: checkpoint schema version is not {SCHEMA_VERSION}")
         return data
 
     def exists(self) -> bool:
-        return self.checkpoint_path.exists()
+        return os.path.lexists(self.checkpoint_path)
 
     def require_checkpoint(self) -> dict[str, Any]:
         """The checkpoint's data, or a refusal that says what the folder is instead."""
@@ -355,8 +405,10 @@ class RunDir:
         """The config fingerprint an earlier start wrote (``None`` for a new directory);
         refuses a folder that holds other things."""
         if self.marker_path.exists():
-            data = json.loads(self.marker_path.read_text(encoding="utf-8"))
-            return data.get("fingerprint")  # type: ignore[no-any-return]
+            data = read_json(self.marker_path)
+            if not isinstance(data, dict):
+                raise RunDirError(f"{self.marker_path}: not the marker of a skillgrad run")
+            return data.get("fingerprint")
         if self.root.exists():
             self._refuse_foreign()
         return None
@@ -373,22 +425,22 @@ class RunDir:
         self.write_json(self.marker_path, {"fingerprint": fingerprint, "skillgrad": version})
 
     def read_summary(self) -> dict[str, Any]:
-        return json.loads(self.summary_path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        return json.loads(_readable(self.summary_path).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
     def read_tracking(self) -> dict[str, Any]:
         """What ``tracking.json`` holds per tracker (its run id, the steps it has): ``{}``
         when there is none, or it is unreadable (the trackers then start new runs)."""
         try:
-            data = json.loads(self.tracking_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(_readable(self.tracking_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
     def read_config(self) -> Any:
         """The resolved config the run directory holds (``None`` when it is unreadable)."""
         try:
-            return yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            return yaml.safe_load(_readable(self.config_path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, RecursionError):
             return None
 
     # ------------------------------------------------------------------ the lock
@@ -400,7 +452,7 @@ class RunDir:
         made here that holds only the lock at the end (a start that failed before writing
         anything) is removed again. Taken again by the process that holds it (the command line
         around ``Trainer.fit``, which takes it too), it is held already."""
-        key = self.root.resolve()
+        key = Path(os.path.realpath(self.root))  # never raises, even on a loop of links
         if key in _HELD:
             yield
             return
@@ -421,6 +473,12 @@ class RunDir:
     def _check_writable(self) -> bool:
         """Refuse a root a run cannot live in, before anything is written; make it, and say
         whether it was made here."""
+        try:
+            os.stat(self.root)
+        except OSError as exc:  # missing, or below a file: made (or refused) below
+            if exc.errno == errno.ELOOP:
+                raise RunDirError(f"{self.root}: cannot be the run directory "
+                                  f"({exc.strerror})") from exc
         if self.root.exists() and not self.root.is_dir():
             raise RunDirError(f"{self.root}: is a file, not a run directory; give --out a "
                               "folder (new, or a run directory to resume)")

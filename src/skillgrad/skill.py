@@ -17,12 +17,15 @@ nest; a marker inside a block is part of that block's content.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillgrad.errors import DataError
+from skillgrad.errors import DataError, SkillgradError
 
 __all__ = [
     "Block",
@@ -207,13 +210,35 @@ def estimate_tokens(text: str) -> int:
     return len(_TOKEN_RE.findall(text))
 
 
-def read_skill_file(path: Path) -> str:
-    """Read a skill file; a missing, empty, binary, oversized or non-UTF-8 file raises
-    :class:`DataError` naming it."""
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_capped(path: Path, limit: int, error: type[SkillgradError], what: str) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file ``path``: one past the cap tells a file
+    that is too large, and ``/dev/zero`` is never read whole. The file is opened without
+    waiting and refused unless it is a regular file (a FIFO would block until something
+    writes into it): ``error("PATH: WHAT is a named pipe (FIFO), not a regular file")``. The
+    open's own failures are :class:`OSError` (a folder: ``IsADirectoryError``)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        # One byte past the cap at most: /dev/zero or a huge file is never read whole.
-        with Path(path).open("rb") as handle:
-            data = handle.read(MAX_SKILL_BYTES + 1)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            raise error(f"{path}: {what} is {kind}, not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def read_skill_file(path: Path) -> str:
+    """Read a skill file; a missing, empty, binary, oversized or non-UTF-8 file, or one that
+    is not a regular file (a FIFO, a device), raises :class:`DataError` naming it."""
+    try:
+        data = read_capped(Path(path), MAX_SKILL_BYTES, DataError, "skill file")
     except FileNotFoundError:
         raise DataError(f"{path}: skill file not found") from None
     except OSError as exc:

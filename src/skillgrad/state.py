@@ -12,15 +12,23 @@ so neither memory nor the checkpoint holds the task ids of every evaluation ever
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from array import array
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from skillgrad.config import EvaluationSection, ResolvedConfig, config_changes, dump_yaml
+from skillgrad.config import (
+    MISSING,
+    EvaluationSection,
+    ResolvedConfig,
+    changed_keys,
+    config_changes,
+    dump_yaml,
+)
 from skillgrad.dotted import flatten
 from skillgrad.errors import RunDirError
 from skillgrad.records import EpochUpdate, EvalScore, RejectedStep, StepRecord, Task
@@ -187,12 +195,38 @@ def resume_state(run: RunDir, resolved: ResolvedConfig, allow_change: bool) -> T
     data = run.load_checkpoint_data()
     if data is None:
         return None
-    state = TrainerState.model_validate(data)
+    state = checkpoint_state(run, data)
     state.compact(run)  # what it wrote compacted; one written before compaction is, now
     fingerprint = resolved.fingerprint()
     check_fingerprint(run, resolved, state.fingerprint, allow_change)
-    state.fingerprint = fingerprint
+    if state.fingerprint != fingerprint:
+        # Only the new fingerprint stays: one an older skillgrad wrote hashed secret values.
+        state.fingerprint = fingerprint
+        run.save_checkpoint(state)
+        _renew_marker(run, fingerprint)
     return state
+
+
+def _renew_marker(run: RunDir, fingerprint: str) -> None:
+    """``run.json`` with ``fingerprint`` in place of the one it holds."""
+    try:
+        data = json.loads(run.marker_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # no readable marker: the checkpoint alone says which config the run has
+    if isinstance(data, dict) and data.get("fingerprint") != fingerprint:
+        run.write_json(run.marker_path, {**data, "fingerprint": fingerprint})
+
+
+def checkpoint_state(run: RunDir, data: dict[str, Any]) -> TrainerState:
+    """The checkpoint's data as the state, or the one-line refusal ``skillgrad show`` gives
+    (a key this skillgrad does not know, a value of the wrong type)."""
+    try:
+        return TrainerState.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "value"
+        raise RunDirError(f"{run.checkpoint_path}: not a checkpoint this skillgrad reads "
+                          f"({where}: {err['msg']})") from None
 
 
 def claim_run(run: RunDir, resolved: ResolvedConfig, version: str, allow_change: bool) -> None:
@@ -209,7 +243,12 @@ def claim_run(run: RunDir, resolved: ResolvedConfig, version: str, allow_change:
 def check_fingerprint(run: RunDir, resolved: ResolvedConfig, previous: str | None,
                       allow_change: bool) -> None:
     """Refuse to continue a run made with a different config, unless ``allow_change``: then
-    the change is logged and the new config recorded."""
+    the change is logged and the new config recorded.
+
+    A fingerprint that differs while the recorded ``config.yaml`` shows no change is the
+    same config: either only a masked value differs (a secret, which a resume may change), or
+    the fingerprint was written by an older skillgrad, which hashed secret values (this one
+    hashes the redacted config, where a secret is ``***`` or its ``${VAR}``)."""
     current = resolved.fingerprint()
     if previous == current:
         return
@@ -220,14 +259,31 @@ def check_fingerprint(run: RunDir, resolved: ResolvedConfig, previous: str | Non
         run.event("config_keys_added", keys=added)
         run.write_text(run.config_path, dump_yaml(resolved.redacted()))
         return
+    if _recorded_alike(run, resolved, added):
+        run.event("fingerprint_renewed", keys_added=added)
+        run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+        return
     if not allow_change:
         raise RunDirError(
             f"{run.root}: this run directory was made with a different config"
             f"{_config_changes(run, resolved)}; use another --out, or pass "
             "--allow-config-change to continue with this one"
         )
-    run.event("config_changed", previous=previous, current=current)
+    # The fingerprints themselves are not recorded: one an older skillgrad wrote hashed
+    # secret values.
+    run.event("config_changed", changes=_recorded_changes(run, resolved))
     run.write_text(run.config_path, dump_yaml(resolved.redacted()))
+
+
+def _recorded_alike(run: RunDir, resolved: ResolvedConfig, added: list[str]) -> bool:
+    """Whether the config ``run`` records differs from ``resolved`` in no key but ``added``
+    (keys it predates, at their defaults), once both are redacted (false when the record is
+    unreadable)."""
+    previous = run.read_config()
+    if not isinstance(previous, dict):
+        return False
+    changed = changed_keys(previous, resolved.redacted())
+    return all(k in added and was is MISSING for k, (was, _) in changed.items())
 
 
 def keys_added_since(run: RunDir, resolved: ResolvedConfig) -> list[str]:
@@ -242,17 +298,23 @@ def keys_added_since(run: RunDir, resolved: ResolvedConfig) -> list[str]:
         parts = key.split(".")
         return any(".".join(parts[:n]) in resolved.origins for n in range(1, len(parts) + 1))
 
-    return sorted(k for k in flatten(resolved.resolved()) if k not in old and not set_by_user(k))
+    return sorted(k for k in flatten(resolved.redacted()) if k not in old and not set_by_user(k))
+
+
+def _recorded_changes(run: RunDir, resolved: ResolvedConfig) -> list[str]:
+    """What differs from the config the run directory holds, one phrase each (none when
+    the record is unreadable)."""
+    previous = run.read_config()
+    if not isinstance(previous, dict):
+        return []
+    return config_changes(previous, resolved.redacted())
 
 
 def _config_changes(run: RunDir, resolved: ResolvedConfig, shown: int = 3) -> str:
     """What differs from the config the run directory holds, for the refusal message."""
-    previous = run.read_config()
-    if not isinstance(previous, dict):
+    changes = _recorded_changes(run, resolved)
+    if not changes:
         return ""  # no readable record of the old config: the refusal still stands
-    changes = config_changes(previous, resolved.redacted())
-    if not changes:  # the fingerprint differs in what the record masks
-        return " (a masked value differs: a URL credential, a header or a secret field)"
     more = f"; {len(changes) - shown} more" if len(changes) > shown else ""
     return f" ({'; '.join(changes[:shown])}{more})"
 
@@ -267,7 +329,7 @@ def read_state(run: RunDir, resolved: ResolvedConfig, allow_change: bool) -> Tra
     data = run.load_checkpoint_data()
     if data is None:
         return None
-    state = TrainerState.model_validate(data)
+    state = checkpoint_state(run, data)
     if not allow_change:
         check_fingerprint(run, resolved, state.fingerprint, False)
     return state

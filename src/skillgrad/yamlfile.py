@@ -1,5 +1,6 @@
 """YAML as skillgrad reads it: every file (configs, their bases, ``--set`` values, scripted
-models' scripts) goes through one loader that refuses a key named twice in a mapping."""
+models' scripts) goes through one loader that refuses a key named twice in a mapping, and
+nesting deeper than :data:`MAX_DEPTH` (before the parser's recursion runs out)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import yaml
 
 from skillgrad.errors import ConfigError
 
-__all__ = ["DuplicateKeyError", "UniqueKeyLoader", "load_yaml_lines", "load_yaml_text"]
+__all__ = ["MAX_DEPTH", "DuplicateKeyError", "NestingError", "UniqueKeyLoader",
+           "load_yaml_lines", "load_yaml_text"]
+
+MAX_DEPTH = 100  # levels of mappings and lists; a config uses a handful
+
+
+class NestingError(ConfigError):
+    """A YAML document nests mappings and lists more than :data:`MAX_DEPTH` levels deep."""
 
 
 class DuplicateKeyError(ConfigError):
@@ -29,6 +37,19 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self.key_lines: dict[str, int] = {}
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """PyYAML's composer recurses once per level: past :data:`MAX_DEPTH` it stops with
+        an error that says where, rather than running out of stack."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise NestingError(f"nested more than {MAX_DEPTH} levels deep (at line {line})")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_document(self, node: yaml.Node) -> Any:
         self._check_keys(node, (), set())
@@ -72,8 +93,8 @@ def load_yaml_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
     loader = UniqueKeyLoader(text)
     try:
         return loader.get_single_data(), loader.key_lines
-    except DuplicateKeyError as exc:
-        raise DuplicateKeyError(f"{source}: {exc}") from None
+    except (DuplicateKeyError, NestingError) as exc:
+        raise type(exc)(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

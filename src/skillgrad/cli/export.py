@@ -64,8 +64,11 @@ def export_command(
     from skillgrad import export
 
     kind = _check_options(fmt, install, out, scope, description, describe, force)
+    if name is not None and not name.strip():  # given, and empty: not the default name
+        raise SkillgradError("--name: empty; give 1-64 characters of a-z, 0-9 and '-', or "
+                             "leave --name out for the run folder's name")
     chosen = resolve_version(run, version)
-    skill = name or _default_name(run)
+    skill = _default_name(run) if name is None else name
     export.check_name(skill)
     _say(f"version: {chosen.label}; skill {chosen.digest[:8]}")
     if describe:

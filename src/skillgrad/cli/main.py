@@ -5,8 +5,11 @@ only with ``--debug``). What ``train`` prints is :mod:`.report`'s."""
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +31,9 @@ from skillgrad.cli.report import (
     progress_bars,
 )
 from skillgrad.cli.runs import compare_command, diff_command, show_command
+from skillgrad.cli.serve import serve_command
 from skillgrad.cli.sleep import sleep_app
-from skillgrad.config import ResolvedConfig, load_config
+from skillgrad.config import ResolvedConfig, load_config, secret_overrides
 from skillgrad.console import console, fail, out_console
 from skillgrad.errors import ModelError, RunStopped, SkillgradError
 from skillgrad.redact import RedactingFilter
@@ -84,6 +88,7 @@ def train(
 ) -> None:
     """Train a skill. Running again into the same --out resumes where it stopped; one run
     directory takes one process at a time."""
+    from skillgrad.state import checkpoint_state
     from skillgrad.trainer import build_trainer
 
     resolved = _load(config, set_)
@@ -91,10 +96,12 @@ def train(
         print_plan(resolved)
         return
     run_dir = out or Path("runs") / config.stem
-    if replay is not None and replay.resolve() == run_dir.resolve():
+    if replay is not None and os.path.realpath(replay) == os.path.realpath(run_dir):
         raise SkillgradError("--replay: give the replay its own --out (it reads RUN_DIR's calls)")
     run = RunDir(run_dir)
-    with run.lock(), _told_where_it_stopped(run), progress_bars() as progress:
+    with _stop_signals(), run.lock(), _told_where_it_stopped(run), progress_bars() as progress:
+        if (data := run.load_checkpoint_data()) is not None:  # refused in show's words
+            checkpoint_state(run, data)  # before anything else reads it
         trainer = build_trainer(resolved, run_dir, allow_config_change=allow_config_change,
                                 replay=replay)
         steps, done = banner(resolved, trainer, run_dir)
@@ -114,6 +121,28 @@ def _load(config: Path, set_: list[str] | None) -> ResolvedConfig:
     return resolved
 
 
+STOP_SIGNALS = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``kill``, a closed terminal, a scheduler's stop) raise
+    KeyboardInterrupt in the main thread, as Ctrl-C does: the same checkpoint safety and the
+    same last line. One ignored already (``nohup``) stays ignored."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+    for sig in [sig for sig, handler in previous.items() if handler is not signal.SIG_IGN]:
+        signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
 class _Stopped(Exception):
     """Training ended early: the one-line message, the exit code, and what to do next."""
 
@@ -126,7 +155,7 @@ class _Stopped(Exception):
 def _told_where_it_stopped(run: RunDir) -> Iterator[None]:
     """A run that stops before its end says what its directory holds and the command that goes
     on from there. Ctrl-C is caught here because typer would turn it into a silent exit 130."""
-    again = shlex.join(["skillgrad", *sys.argv[1:]])
+    again = _resume_command(sys.argv[1:])
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -137,6 +166,17 @@ def _told_where_it_stopped(run: RunDir) -> Iterator[None]:
         raise _Stopped(f"model call failed: {exc}", 1, _standing(run, again)) from exc
     except OSError as exc:
         raise _Stopped(_os_problem(exc), 1, _standing(run, again, "fix that, then ")) from exc
+
+
+def _resume_command(args: list[str]) -> str:
+    """The command that goes on from a stop: this one, less the ``--set`` values that hold
+    a secret, which are named instead (to be given again)."""
+    kept, hidden = secret_overrides(args)
+    command = shlex.join(["skillgrad", *kept])
+    if not hidden:
+        return command
+    return (f"{command}, plus --set {', '.join(hidden)} (secret values, not shown: give them "
+            "again; a header or base_url may read one from the environment as ${VAR})")
 
 
 def _standing(run: RunDir, again: str, first: str = "") -> str:
@@ -187,7 +227,7 @@ def eval_(
     label = "initial" if text is None else "no-skill" if no_skill else skill_hash(text)[:8]
     folder = out or Path("runs") / f"eval-{config.stem}-{split}-{label}"
     try:
-        with progress_bars() as progress:
+        with _stop_signals(), progress_bars() as progress:
             task = progress.add_task(f"eval {split}", total=None)
             summary = evaluate_skill(resolved, text, split, folder,
                                      on_result=lambda _r: progress.advance(task))
@@ -205,6 +245,7 @@ app.command("diff")(diff_command)
 app.command("compare")(compare_command)
 app.command("export")(export_command)
 app.command("dashboard")(dashboard_command)
+app.command("serve")(serve_command)
 
 
 models_app = typer.Typer(help="Embedded models: list them, install their weights.",
@@ -340,6 +381,11 @@ def main() -> None:
         if "--debug" in args:
             raise
         fail(*_explain(exc))
+    except RecursionError:  # an input nested deeper than a reader of it checks for
+        if "--debug" in args:
+            raise
+        fail("an input is nested too deeply to read (over Python's recursion limit); "
+             "--debug shows which", 2)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -10,6 +10,7 @@ different folders in one process.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from skillgrad.dashboard import compare, nights, pages, skills
 from skillgrad.dashboard.discover import Catalog, LockTable, RunRef, SleepRef, discover, fingerprint
 from skillgrad.errors import SkillgradError
+from skillgrad.rundir import confined_reads
 from skillgrad.runview import jsonable, read_run
 
 HERE = Path(__file__).parent
@@ -126,20 +128,20 @@ class Site:
         row = pages.run_row(ref, locks)
         if row.steps_done is None:  # no checkpoint yet, or not readable
             return self.render("waiting.html", title=ref.label, row=row, **live)
-        page = _reading(lambda: pages.run_page(ref, locks))
+        page = _reading(lambda: pages.run_page(ref, locks), [ref])
         return self.render("run.html", title=ref.label, page=page, **live)
 
     def skill(self, request: Request) -> Response:
         ref = self.find_run(self.catalog(), request.path_params["run_id"])
         name = request.query_params.get("v") or "best"
-        page = _reading(lambda: skills.skill_page(ref, name), missing=404)
+        page = _reading(lambda: skills.skill_page(ref, name), [ref], missing=404)
         return self.render("skill.html", title=f"{ref.label}: {page.label}", page=page)
 
     def diff(self, request: Request) -> Response:
         ref = self.find_run(self.catalog(), request.path_params["run_id"])
         a = request.query_params.get("a") or "initial"
         b = request.query_params.get("b") or "best"
-        page = _reading(lambda: skills.diff_page(ref, a, b), missing=404)
+        page = _reading(lambda: skills.diff_page(ref, a, b), [ref], missing=404)
         return self.render("diff.html", title=f"{ref.label}: {a} -> {b}", page=page)
 
     def compare(self, request: Request) -> Response:
@@ -148,7 +150,7 @@ class Site:
         if len(refs) < 2:
             return self.render("choose.html", title="compare", chosen={r.id for r in refs},
                                runs=list(catalog.runs.values()))
-        page = _reading(lambda: compare.compare_page(refs))
+        page = _reading(lambda: compare.compare_page(refs), refs)
         return self.render("compare.html", title="compare", page=page)
 
     def sleep(self, request: Request) -> Response:
@@ -173,7 +175,7 @@ class Site:
     def run_json(self, request: Request) -> Response:
         catalog = self.catalog()
         ref = self.find_run(catalog, request.path_params["run_id"])
-        view = _reading(lambda: read_run(ref.path))
+        view = _reading(lambda: read_run(ref.path), [ref])
         row = pages.run_row(ref, LockTable.read())
         return JSONResponse({"id": ref.id, "label": ref.label, "status": row.status,
                              "run": jsonable(view)})
@@ -192,11 +194,15 @@ class Site:
         return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _reading(read: Callable[[], Any], missing: int = 500) -> Any:
-    """``read()``, with a refusal of the run's files (an unknown version name, a missing or
-    unreadable file) as a page of status ``missing`` that says why."""
+def _reading(read: Callable[[], Any], runs: Sequence[RunRef], missing: int = 500) -> Any:
+    """``read()`` of the files of ``runs``, each taken only where it really lies inside one of
+    them (a link out of a run directory is not followed: :func:`confined_reads`), with a
+    refusal (an unknown version name, a missing or unreadable file, a link out) as a page of
+    status ``missing`` that says why."""
+    roots = [ref.path for ref in runs]
     try:
-        return read()
+        with confined_reads(*roots):
+            return read()
     except SkillgradError as exc:
         raise HTTPException(missing, str(exc)) from None
 
@@ -209,7 +215,7 @@ class Guard:
     def __init__(self, app: ASGIApp, token: str | None = None,
                  hosts: Collection[str] | None = None) -> None:
         self.app, self.token = app, token
-        self.hosts = None if hosts is None else {_host_name(h) for h in hosts}
+        self.hosts = None if hosts is None else {h.strip().lower().strip("[]") for h in hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -229,7 +235,7 @@ class Guard:
             await send(message)
 
         if self.hosts is not None and _host_name(request.headers.get("host", "")) \
-                not in self.hosts:
+                not in self.hosts:  # None (not a host at all) is in no set of names
             await PlainTextResponse("400: this dashboard answers only to the address it "
                                     "listens on\n", 400)(scope, receive, guarded)
             return
@@ -256,12 +262,16 @@ def _bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
-def _host_name(host: str) -> str:
-    """The name in a Host header, without its port: ``[::1]:8765`` -> ``::1``."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
+_HOST = re.compile(r"(?:\[(?P<address>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::[0-9]{1,5})?",
+                   re.ASCII)
+
+
+def _host_name(host: str) -> str | None:
+    """The name in a Host header without its port (``[::1]:8765`` -> ``::1``); None unless
+    the whole header is a name or a bracketed address, then at most ``:`` and the port's
+    digits (``127.0.0.1:8765@evil.example`` names no host)."""
+    found = _HOST.fullmatch(host.strip(" \t").lower())
+    return None if found is None else found["address"] or found["name"]
 
 
 # ----------------------------------------------------------------------------- filters

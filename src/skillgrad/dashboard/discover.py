@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillgrad.errors import SkillgradError
-from skillgrad.rundir import LOCK, RunDir
+from skillgrad.rundir import LOCK, RunDir, inside
 from skillgrad.sleep.staging import SLEEP_DIR
 
 MAX_DEPTH = 4  # runs/compare-math/skillgrad/seed0 is three levels under runs
@@ -185,6 +185,8 @@ class LockTable:
         """Whether a live process holds the run lock of the run in ``root``. A lock file
         left behind by a process that ended is not held."""
         path = root / LOCK
+        if not inside(path, root):  # a link out of the run directory: no lock of its run
+            return False
         try:
             st = path.stat()
             pid = int(path.read_text(encoding="utf-8").strip() or 0)

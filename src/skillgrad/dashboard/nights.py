@@ -12,6 +12,7 @@ from typing import Any
 from skillgrad.dashboard.discover import Catalog, RunRef, SleepRef
 from skillgrad.dashboard.skills import DiffRow, unified_rows
 from skillgrad.errors import SkillgradError
+from skillgrad.rundir import inside
 from skillgrad.sleep.staging import Night, NightState, Pin, Staging
 
 
@@ -99,9 +100,10 @@ def night_page(ref: SleepRef, night_id: str, catalog: Catalog) -> NightPage | No
 
 
 def _read(folder: Path, name: str) -> Any:
-    """A file of the night folder (JSON parsed), None when missing or outside the folder."""
-    path = (folder / name).resolve()
-    if not path.is_relative_to(folder.resolve()):
+    """A file of the night folder (JSON parsed), None when missing or outside the folder
+    (where it really lies, its links followed: :func:`skillgrad.rundir.inside`)."""
+    path = folder / name
+    if not inside(path, folder):
         return None
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -110,6 +112,6 @@ def _read(folder: Path, name: str) -> Any:
     if name.endswith(".json"):
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
     return text

@@ -15,7 +15,7 @@ from skillgrad.dashboard.skills import version_names
 from skillgrad.errors import SkillgradError
 from skillgrad.models.usage import model_usage
 from skillgrad.records import EpochUpdate, GateDecision, RejectedStep, StepRecord
-from skillgrad.rundir import RunDir
+from skillgrad.rundir import RunDir, confined_reads
 from skillgrad.runview import (
     ACCEPTED,
     EditView,
@@ -71,11 +71,12 @@ def run_rows(catalog: Catalog, locks: LockTable) -> list[RunRow]:
 def run_row(ref: RunRef, locks: LockTable) -> RunRow:
     held = locks.holds(ref.path)
     run = RunDir(ref.path)
-    if not run.checkpoint_path.exists():
+    if not run.exists():
         return RunRow(ref, status_of(None, held), "no checkpoint yet (starting, or stopped "
                       "before its first one)")
     try:
-        state = load_state(run)
+        with confined_reads(ref.path):  # a link out of the run directory is not followed
+            state = load_state(run)
     except SkillgradError as exc:
         return RunRow(ref, "unreadable", "", error=str(exc))
     best = state.score("val", state.best_hash)

@@ -157,6 +157,9 @@ def _stream_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 bad = DataError(
                     f"{path}: line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
                 break
+            except RecursionError:
+                bad = DataError(f"{path}: line {lineno}: JSON nested too deeply to read")
+                break
             if not isinstance(obj, dict):
                 bad = DataError(f"{path}: line {lineno}: expected a JSON object, got {_kind(obj)}")
                 break
@@ -201,6 +204,8 @@ def _parse_json(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
         raise DataError(
             f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{hint}"
         ) from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to read") from None
     if isinstance(obj, dict):
         found = [k for k in CONTAINER_KEYS if isinstance(obj.get(k), list)]
         if len(found) != 1:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import ConfigError, ModelError, TransientModelError
+from skillgrad.files import naming_error
 from skillgrad.models.accounting import Budget, BudgetExhausted, Prices
 from skillgrad.models.base import ChatModel
 from skillgrad.models.limits import PromptTooLarge, check_prompt
@@ -180,9 +181,12 @@ class CallJournal:
     def record(self, key: str, entry: dict[str, Any], completion: Completion) -> None:
         line = json.dumps({"key": key, **entry, "completion": completion.model_dump(mode="json")})
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+            except OSError as exc:  # a full disk names no file: say which one
+                raise naming_error(exc, self.path) from exc
             self._recorded.setdefault(key, []).append(completion)
             self._served[key] = self._served.get(key, 0) + 1
 

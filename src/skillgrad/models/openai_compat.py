@@ -11,10 +11,15 @@ the prompt-size guard and ``<think>`` stripping belong to the shared
 :class:`~skillgrad.models.client.ModelClient` above it.
 
 The API key is read from the environment variable named by ``api_key_env`` when the model is
-created; it is never a config value. It, and every other credential the options carry (a URL's
-password or key-like query parameters, headers not known to be harmless, secret fields of the
+created; it is never a config value. So are the values of ``base_url``, ``azure_endpoint`` and
+``extra_headers`` written as ``${VAR}``: the options (and every copy of the config) keep the
+reference, and only the model's own copy of the options holds the values. A URL may not write
+out a credential (a user:password@ would be sent as HTTP Basic authentication in place of the
+key; a query credential belongs in ``${VAR}``). The key, and every other credential the
+options carry (a query credential, headers not known to be harmless, secret fields of the
 extra body), never appears in an error, in ``endpoint`` or in ``identity``: they are built from
-redacted values (:mod:`skillgrad.redact`), and a server's own error text is scrubbed of them.
+redacted values (:mod:`skillgrad.redact`), and a server's own error text is scrubbed of them,
+as written and in base64.
 
 (Over the house limit of ~400 lines: the checks of the options' URLs and credentials stay next
 to the one model that uses them.)
@@ -32,12 +37,13 @@ import threading
 import time
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import openai
 from openai.types.chat import ChatCompletion
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -51,10 +57,13 @@ from skillgrad.models.limits import bogus_truncation
 from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.redact import (
     HARMLESS_HEADERS,
+    expand_references,
     masked_values,
+    no_url_credential,
     redact,
     redact_query,
     redact_text,
+    url_credential,
     url_secrets,
 )
 
@@ -66,6 +75,14 @@ _MAX_SERVER_MESSAGE = 300
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
 _IPV4_LIKE = re.compile(r"[0-9.]+")
+_USE_VARIABLES = ("give secrets through environment variables: the API key in the one "
+                  "api_key_env names, a header or a query value as ${VAR}")
+
+
+def _variables_set(value: str) -> str:
+    """``value``, once every ``${VAR}`` in it is set (read again when the model is made)."""
+    expand_references(value)
+    return value
 
 
 class OpenAICompatibleOptions(BaseModel):
@@ -102,7 +119,9 @@ class OpenAICompatibleOptions(BaseModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="extra request-body keys, e.g. "
         "chat_template_kwargs: {enable_thinking: false}")
-    extra_headers: dict[str, str] = Field(default_factory=dict)
+    extra_headers: dict[str, Annotated[str, AfterValidator(_variables_set)]] = Field(
+        default_factory=dict, description="headers sent with every request; a value may be "
+        "${VAR} (or Bearer ${VAR}): read from the environment, never written down")
     timeout: float = Field(120.0, gt=0.0, description="seconds to wait for one reply")
     context_tokens: int | None = Field(
         None, ge=1, description="the model's context window in tokens: a longer prompt is "
@@ -125,10 +144,17 @@ class OpenAICompatibleOptions(BaseModel):
     @field_validator("base_url", "azure_endpoint")
     @classmethod
     def _usable_url(cls, value: str | None) -> str | None:
-        problem = None if value is None else url_problem(value)
+        if value is None:
+            return None
+        no_url_credential(value, _USE_VARIABLES)
+        url = expand_references(value)  # a ${VAR} must be set; its value is not kept here
+        problem = url_problem(url)
         if problem is not None:
             raise ValueError(f"{problem}; expected an http:// or https:// URL with a host, "
                              "e.g. http://127.0.0.1:8000/v1")
+        if url_credential(url, query=False) is not None:
+            raise ValueError("the value of its ${VAR} holds a user:password@ (it would be sent "
+                             f"as HTTP Basic authentication in place of the key); {_USE_VARIABLES}")
         return value
 
     @model_validator(mode="after")
@@ -209,7 +235,9 @@ def secret_values(options: OpenAICompatibleOptions, key: str) -> list[str]:
     found = [key] if key != PLACEHOLDER_KEY else []
     for url in (options.base_url, options.azure_endpoint):
         found += url_secrets(url) if url else []
-    found += [v for k, v in options.extra_headers.items() if k.lower() not in HARMLESS_HEADERS]
+    for name, value in options.extra_headers.items():
+        if name.lower() not in HARMLESS_HEADERS:  # the value, and its credential after a
+            found += [value, value.partition(" ")[2]]  # scheme ("Bearer TOKEN")
     found += masked_values(options.extra_body, "extra_body")
     return found
 
@@ -467,6 +495,25 @@ def _status_kind(status: int) -> str:
 # ----------------------------------------------------------------------------- backend
 
 
+def with_environment(options: OpenAICompatibleOptions) -> OpenAICompatibleOptions:
+    """A copy of ``options`` whose ``base_url``, ``azure_endpoint`` and header values have
+    their ``${VAR}`` references replaced by the variables' values: the model's own, never
+    written, logged or hashed. An unset variable is a :class:`ConfigError` naming the key."""
+    update: dict[str, Any] = {"extra_headers": {}}
+    key = ""
+    try:
+        for key in ("base_url", "azure_endpoint"):
+            value = getattr(options, key)
+            if value is not None:
+                update[key] = expand_references(value)
+        for name, value in options.extra_headers.items():
+            key = f"extra_headers.{name}"
+            update["extra_headers"][name] = expand_references(value)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return options.model_copy(update=update)
+
+
 def _read_key(options: OpenAICompatibleOptions) -> str:
     name = options.api_key_env
     if name is None:
@@ -526,6 +573,7 @@ class OpenAICompatibleBackend:
 
     @classmethod
     def create(cls, options: OpenAICompatibleOptions, base_dir: Path) -> OpenAICompatibleModel:
+        options = with_environment(options)
         key = _read_key(options)
         client, endpoint = _make_client(options, key)
         return OpenAICompatibleModel(options, client, key, endpoint)

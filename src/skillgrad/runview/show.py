@@ -21,7 +21,7 @@ from skillgrad.records import (
     StepRecord,
     Suggestion,
 )
-from skillgrad.rundir import GATE, RunDir, WorkDir, read_json, read_jsonl
+from skillgrad.rundir import GATE, RunDir, WorkDir, read_json, read_jsonl, read_text
 from skillgrad.runview.common import (
     CANDIDATE,
     PATCHES,
@@ -200,8 +200,8 @@ def _patches(folder: WorkDir) -> list[Patch]:
 
 
 def _candidate_hash(folder: WorkDir) -> str | None:
-    path = folder.path / CANDIDATE
-    return skill_hash(path.read_text(encoding="utf-8")) if path.exists() else None
+    text = read_text(folder.path / CANDIDATE)
+    return None if text is None else skill_hash(text)
 
 
 def _proposals(screen: Any) -> tuple[ProposalView, ...]:

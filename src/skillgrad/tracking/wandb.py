@@ -4,7 +4,8 @@ Each tracker holds its own ``wandb`` run object (``reinit="create_new"``), never
 process-wide ``wandb.run``, so two trainers can log in one process. The API key comes only
 from ``WANDB_API_KEY`` (or ``wandb login``), and ``$WANDB_MODE``, ``$WANDB_DIR`` and W&B's
 other variables keep their meaning when the config leaves ``mode`` and ``dir`` unset: W&B
-reads them itself.
+reads them itself. W&B's system metadata is not collected: it holds the command line, whose
+``--set`` values may be secrets; the run's parameters are the redacted config.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class WandbTracker(Tracker):
             options["dir"] = str(folder)
         if previous.get("run_id") and all(previous.get(k) == v for k, v in where.items()):
             options.update(id=previous["run_id"], resume="allow")
+        # W&B's metadata records the command line (a --set may hold a secret) and uploads it:
+        # it is left out, with the rest of the system metadata.
+        options["settings"] = wandb.Settings(x_disable_meta=True)
         self.wandb_run = wandb.init(**options)
         return {"run_id": self.wandb_run.id, **where}
 
