@@ -341,9 +341,15 @@ def report_markdown(data: Mapping[str, Any]) -> str:
                          f"{step['reason']}")
         lines += ["", "| task | split | before | after | request |", "|---|---|---|---|---|"]
         for t in skill["tasks"]:
-            lines.append(f"| {t['id']} | {t['split']} | {_fmt(t['before'])} | {_fmt(t['after'])}"
-                         f" | {t['intent'][:70].replace('|', '/')} |")
+            lines.append(f"| {_cell(t['id'])} | {t['split']} | {_fmt(t['before'])} | "
+                         f"{_fmt(t['after'])} | {_cell(t['intent'], 70)} |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str, limit: int | None = None) -> str:
+    """``text`` as one markdown table cell: on one line, its pipes escaped."""
+    flat = " ".join(str(text).split())[:limit]
+    return flat.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _fmt(value: float | None) -> str:

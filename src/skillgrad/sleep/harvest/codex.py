@@ -10,8 +10,9 @@ saw and did (messages, function and custom tool calls, their outputs, joined by 
 one of each adjacent pair is dropped), interrupts (``turn_aborted``) and rewinds
 (``thread_rolled_back``: the newest N user turns are withdrawn). User-role messages that Codex
 injects (AGENTS.md, ``<environment_context>``, ``<user_instructions>``) and compaction
-summaries are not prompts. Files written before the envelope (a bare header, then bare items)
-are read too.
+summaries are not prompts; nor is the ``<skill><name>…</name><path>…SKILL.md</path>`` text it
+sends when the person names a skill as ``$name``: that skill is one the session used. Files
+written before the envelope (a bare header, then bare items) are read too.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ CONTEXT = ("<environment_context", "<user_instructions", "# AGENTS.md instructio
            "<turn_aborted", "<user_shell_command")
 _IDE_REQUEST = "## My request for Codex:"  # the IDE extension's preamble ends here
 _CWD = re.compile(r"<cwd>([^<]+)</cwd>")
+# The text of a skill the person named as ``$name``, which Codex sends as a user-role message.
+_SKILL = re.compile(r"<skill>\s*<name>([^<]+)</name>\s*<path>[^<]*SKILL\.md</path>")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.M)
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$",
@@ -112,6 +115,7 @@ class _Rollout:
         self.last: datetime | None = None
         self.compactions = 0
         self.rollbacks = 0
+        self.skills: dict[str, None] = {}
 
     def add(self, number: int, record: dict[str, Any]) -> None:
         time = utc(record.get("timestamp"))
@@ -262,6 +266,7 @@ class _Rollout:
             cwd=Path(self.cwds[0]) if self.cwds else None, started=started, ended=self.last,
             git_branch=opt_str(git.get("branch")), git_commit=opt_str(git.get("commit_hash")),
             model=self.models[-1] if self.models else opt_str(meta.get("model")),
+            skills=tuple(self.skills),
             files_changed=tuple(_distinct(p for c in calls for p in _written(c))),
             parent_id=str(parent) if parent else None,
             sidechain=isinstance(source, dict) and "subagent" in source,
@@ -282,7 +287,10 @@ def _prompt(content: Any, rollout: _Rollout) -> str | None:
     parts = []
     for item in items:
         text = _content_text([item]).strip()
-        if text.startswith(CONTEXT):
+        skill = _SKILL.match(text)
+        if skill:
+            rollout.skills.setdefault(skill.group(1).strip(), None)  # loaded by ``$name``
+        elif text.startswith(CONTEXT):
             for cwd in _CWD.findall(text):
                 if not rollout.cwds:
                     rollout.add_cwd(cwd.strip())
@@ -391,8 +399,4 @@ def _find(value: Any, key: str) -> Any:
 
 
 def _distinct(values: Any) -> list[str]:
-    out: list[str] = []
-    for value in values:
-        if value not in out:
-            out.append(value)
-    return out
+    return list(dict.fromkeys(values))

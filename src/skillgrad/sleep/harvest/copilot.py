@@ -14,8 +14,8 @@ have no event log left. Events used: ``session.start`` (``data.context``: cwd, b
 commit), ``user.message`` (without the injected ones: a skill's text, another agent's prompt,
 an autopilot continuation), ``assistant.message`` with its ``toolRequests``, joined by call
 id to ``tool.execution_start`` and ``tool.execution_complete`` (result, error, the shell exit
-code), ``abort`` (an interrupt), ``skill.invoked``, model changes and ``session.shutdown``
-(the files the session modified). Events of a sub-agent (``agentId``) make a session of
+code: ``shellExecution.exitCode``), ``abort`` (an interrupt), ``skill.invoked``, model changes
+and ``session.shutdown`` (the files the session modified). Events of a sub-agent (``agentId``) make a session of
 their own, marked as a sidechain. A headless run (``copilot -p``) is known by the
 non-interactive system prompt the CLI gives it, or by a detached parent session.
 
@@ -237,16 +237,19 @@ def _call(call_id: str, name: Any, arguments: Any, time: datetime | None,
     output = opt_str(result.get("content"))
     if output is None:
         output = opt_str(error.get("message"))
-    exit_code = None
+    exit_code = _int(as_dict((done or {}).get("shellExecution")).get("exitCode"))
     for block in result.get("contents") or []:
         if isinstance(block, dict) and block.get("type") in ("shell_exit", "terminal"):
-            code = block.get("exitCode")
-            exit_code = code if isinstance(code, int) and not isinstance(code, bool) else exit_code
+            exit_code = _int(block.get("exitCode")) if exit_code is None else exit_code
     return ToolCall(id=call_id, name=name,
                     arguments=arguments if isinstance(arguments, (dict, str)) else {},
                     output=output, exit_code=exit_code,
                     is_error=done is not None and (done.get("success") is False or bool(error)),
                     time=time)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _requests(data: dict[str, Any], where: str) -> list[dict[str, Any]]:

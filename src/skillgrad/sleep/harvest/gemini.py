@@ -16,7 +16,8 @@ content}, where a line with an id seen before replaces that message in place (a 
 or a token count arrived); ``{"$set": {...}}``, metadata, whose ``messages`` replace the whole
 conversation (a checkpoint); or ``{"$rewindTo": id}``: the person rewound, and that message
 and every later one are gone. ``gemini`` messages carry ``toolCalls`` with their status and
-result. Tool results also come back as ``user`` messages holding only ``functionResponse``
+result (since 0.61 a tool's output is wrapped in ``<untrusted_context>``, left out here).
+Tool results also come back as ``user`` messages holding only ``functionResponse``
 parts: those are not the person's words, nor are slash commands, injected context
 (``<session_context>``, ``<hook_context>``) or a compression summary (``<state_snapshot>``, and
 the model's canned acknowledgement after it). A cancelled request (the ``Request cancelled.``
@@ -54,6 +55,8 @@ CANCELLED = "Request cancelled."  # the notice the CLI records when the person c
 _IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")  # never sent as a prompt
 _SUMMARY = "<state_snapshot>"
 _EXIT = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
+# 0.61 and later wrap each tool's output in this; the text inside is what the tool printed.
+_UNTRUSTED = re.compile(r"\A\s*<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*\Z", re.S)
 
 
 class GeminiAdapter:
@@ -239,12 +242,18 @@ def _output(result: Any, where: str) -> tuple[str, bool]:
                 texts.append(body["error"])
                 failed = True
             elif isinstance(body, dict) and isinstance(body.get("output"), str):
-                texts.append(body["output"])
+                texts.append(_unwrapped(body["output"]))
             elif body is not None:
                 texts.append(json.dumps(body, ensure_ascii=False))
         elif isinstance(part.get("text"), str):
             texts.append(part["text"])
     return "\n".join(texts), failed
+
+
+def _unwrapped(output: str) -> str:
+    """A tool's output without the ``<untrusted_context>`` wrapper the CLI puts around it."""
+    found = _UNTRUSTED.match(output)
+    return found.group(1) if found else output
 
 
 def _parts(content: Any, where: str) -> list[dict[str, Any]]:

@@ -17,12 +17,15 @@ A user message with a ``compaction`` part asks for a summary and the assistant's
 reply is that summary: neither is kept. An assistant message the person aborted
 (``MessageAbortedError``) ends in an interrupt. ``session.revert`` (an undo the person has not
 yet moved past) hides the messages from the one it names. A session with a parent is a
-sub-agent's. Headless runs (``opencode run``) are not marked in the store.
+sub-agent's. Headless runs (``opencode run``) are not marked in the store; the request they
+store is their arguments joined, each holding a space quoted: the quotes are taken off the
+first request of a session where it has exactly that form.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +46,7 @@ from skillgrad.sleep.sessions import Session, ToolCall, Turn
 
 DB_NAME = "opencode.db"
 EDIT_TOOLS = frozenset({"edit", "write", "multiedit"})  # their input names the file: filePath
+_RUN_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"|([^ ]+)')  # one argument of ``opencode run``
 
 
 class OpenCodeAdapter:
@@ -190,6 +194,8 @@ def _build(source: Path, row: _Row, messages: list[_Message]) -> Session:
             if any(p.get("type") == "compaction" for p in parts):
                 continue  # asks the model to summarise: not the person's words
             text = _text(parts)
+            if not row.parent_id and not any(t.role == "user" for t in turns):
+                text = _run_prompt(text)
             if text.strip():
                 turns.append(Turn("user", text, message.created))
         elif role == "assistant" and data.get("summary") is not True:  # summary: compaction
@@ -247,6 +253,29 @@ def _text(parts: list[dict[str, Any]]) -> str:
     return "\n".join(p["text"] for p in parts
                      if p.get("type") == "text" and isinstance(p.get("text"), str)
                      and not p.get("synthetic") and not p.get("ignored"))
+
+
+def _run_prompt(text: str) -> str:
+    """The request of ``opencode run``, which stores its arguments joined by spaces with each
+    one that holds a space in quotes (a quote inside as ``\\"``): the arguments themselves,
+    joined by spaces, where ``text`` is exactly that form and starts with a quoted one."""
+    if not text.startswith('"'):
+        return text
+    args: list[str] = []
+    pos = 0
+    while pos < len(text):
+        if args:
+            if text[pos] != " ":
+                return text
+            pos += 1
+        found = _RUN_ARG.match(text, pos)
+        if found is None:
+            return text
+        quoted = found.group(1)
+        args.append(quoted.replace('\\"', '"') if quoted is not None else found.group(2))
+        pos = found.end()
+    stored = " ".join('"' + a.replace('"', '\\"') + '"' if " " in a else a for a in args)
+    return " ".join(args) if stored == text else text
 
 
 def _tool_call(part: dict[str, Any], where: str) -> ToolCall:
