@@ -19,81 +19,15 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from skillgrad.models.agent_clis import AGENT_CLIS
+
 FOLDERS = os.environ.get("SKILLGRAD_AGENT_CLIS", "")
 ANSWER = "The folder holds 2 files: a.txt and b.txt."
 QUESTION = "How many files are in this folder?"
-
-
-@dataclass(frozen=True)
-class Agent:
-    """How to run one CLI headless against a base URL, and where it logs its session."""
-
-    binary: str
-    tool: str  # its shell tool, and the arguments the scripted model calls it with
-    arguments: dict[str, str]
-    argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # path under HOME -> text; {url} set
-    session_glob: str = ""  # under HOME
-
-
-AGENTS = {
-    "codex": Agent(
-        "codex", "exec_command", {"cmd": "ls"},
-        ("exec", "--skip-git-repo-check", "--json", QUESTION),
-        env={"CODEX_HOME": "{home}/codex", "SKILLGRAD_KEY": "dummy"},
-        files={"codex/config.toml": (
-            'model = "skillgrad"\nmodel_provider = "skillgrad"\n'
-            "check_for_update_on_startup = false\n[model_providers.skillgrad]\n"
-            'name = "skillgrad"\nbase_url = "{url}/v1"\nenv_key = "SKILLGRAD_KEY"\n'
-            'wire_api = "responses"\n[analytics]\nenabled = false\n'
-            "[feedback]\nenabled = false\n")},
-        session_glob="codex/sessions/*/*/*/rollout-*.jsonl"),
-    "claude": Agent(
-        "claude", "Bash", {"command": "ls", "description": "List files"},
-        ("-p", QUESTION, "--output-format", "json", "--allowedTools", "Bash"),
-        env={"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "dummy",
-             "CLAUDE_CONFIG_DIR": "{home}/claude", "DISABLE_AUTOUPDATER": "1",
-             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-             "DISABLE_ERROR_REPORTING": "1"},
-        session_glob="claude/projects/*/*.jsonl"),
-    "gemini": Agent(
-        "gemini", "run_shell_command", {"command": "ls"},
-        ("-p", QUESTION, "-m", "skillgrad", "--approval-mode", "yolo",
-         "--output-format", "json"),
-        env={"GOOGLE_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "dummy",
-             "GEMINI_CLI_TRUST_WORKSPACE": "true"},
-        files={".gemini/settings.json": json.dumps({
-            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "security": {"auth": {"selectedType": "gemini-api-key"}}})},
-        session_glob=".gemini/tmp/*/chats/session-*.jsonl"),
-    "opencode": Agent(
-        "opencode", "bash", {"command": "ls", "description": "List files"},
-        ("run", QUESTION, "-m", "skillgrad/skillgrad"),
-        env={"XDG_CONFIG_HOME": "{home}/.config", "XDG_DATA_HOME": "{home}/.local/share",
-             "XDG_CACHE_HOME": "{home}/.cache", "XDG_STATE_HOME": "{home}/.local/state",
-             "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
-        files={".config/opencode/opencode.json": json.dumps({
-            "provider": {"skillgrad": {
-                "npm": "@ai-sdk/openai-compatible", "name": "skillgrad",
-                "options": {"baseURL": "{url}/v1", "apiKey": "dummy"},
-                "models": {"skillgrad": {"name": "skillgrad"}}}},
-            "model": "skillgrad/skillgrad", "autoupdate": False, "share": "disabled"})},
-        session_glob=".local/share/opencode/opencode.db"),
-    "copilot": Agent(
-        "copilot", "bash", {"command": "ls", "description": "List files"},
-        ("-p", QUESTION, "--allow-all-tools"),
-        env={"COPILOT_HOME": "{home}/.copilot", "COPILOT_OFFLINE": "true",
-             "COPILOT_PROVIDER_BASE_URL": "{url}/v1", "COPILOT_PROVIDER_API_KEY": "dummy",
-             "COPILOT_MODEL": "skillgrad"},
-        session_glob=".copilot/session-state/*/events.jsonl"),
-}
 
 
 def _binary(name: str) -> str:
@@ -112,9 +46,10 @@ def _binary(name: str) -> str:
     return found
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", sorted(AGENT_CLIS))
 def test_a_real_agent_cli_runs_a_tool_through_skillgrad_serve(name: str, tmp_path: Path) -> None:
-    agent, binary = AGENTS[name], _binary(name)
+    agent = AGENT_CLIS[name]
+    binary = _binary(agent.binary)
     home, work, record = tmp_path / "home", tmp_path / "work", tmp_path / "calls"
     work.mkdir()
     for file in ("a.txt", "b.txt"):
@@ -123,12 +58,8 @@ def test_a_real_agent_cli_runs_a_tool_through_skillgrad_serve(name: str, tmp_pat
     config.write_text(json.dumps({"model": {"target": {
         "backend": "scripted", "rules": [{"when": "[tool]", "reply": ANSWER},
                                          {"when": "title generator", "reply": "Files"}],
-        "default": {"tool_calls": [{"name": agent.tool, "arguments": agent.arguments}]}}}}))
-    url = f"http://127.0.0.1:8400/r/{name}-1"
-    for path, text in agent.files.items():
-        (home / path).parent.mkdir(parents=True, exist_ok=True)
-        (home / path).write_text(text.replace("{url}", url))
-    env = {k: v.replace("{url}", url).replace("{home}", str(home)) for k, v in agent.env.items()}
+        "default": {"tool_calls": [agent.shell_call("ls")]}}}}))
+    env = agent.prepare(home, f"http://127.0.0.1:8400/r/{name}-1")
     serve = shlex.join([sys.executable, "-m", "skillgrad.cli", "serve", str(config),
                         "--port", "8400", "--record", str(record)])
     script = f"""
@@ -136,18 +67,18 @@ def test_a_real_agent_cli_runs_a_tool_through_skillgrad_serve(name: str, tmp_pat
         {serve} > {tmp_path}/serve.out 2> {tmp_path}/serve.err & server=$!
         for i in $(seq 100); do grep -q serving {tmp_path}/serve.out && break; sleep 0.2; done
         cd {shlex.quote(str(work))} && git init -q
-        timeout 170 {shlex.join([binary, *agent.argv])} < /dev/null; status=$?
+        timeout 170 {shlex.join(agent.command(binary, QUESTION))} < /dev/null; status=$?
         kill -INT $server; wait $server
         exit $status
     """
     proc = subprocess.run(["unshare", "-rn", "bash", "-c", script], capture_output=True,
-                          text=True, timeout=240, env={**os.environ, "HOME": str(home), **env})
+                          text=True, timeout=240, env={**os.environ, **env})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert ANSWER in proc.stdout
-    logs = list(home.glob(agent.session_glob))
+    logs = agent.session_files(home)
     assert logs, f"no session log under {home}"
     session = "\n".join(_session_text(log) for log in logs)
-    assert agent.tool in session and "a.txt" in session  # the call and its output
+    assert agent.shell_tool in session and "a.txt" in session  # the call and its output
     calls = [json.loads(line) for line in
              (record / f"{name}-1" / "calls.jsonl").read_text().splitlines()]
     turns = [c for c in calls if c["request"]["tools"]]  # (OpenCode also asks for a title)

@@ -35,6 +35,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skillgrad.models.agent_clis import AGENT_CLIS, AgentCLI
+
 ANSWER = "The folder holds 2 files: a.txt and b.txt."
 QUESTION = "How many files are in this folder?"
 TWO_LINES = "How many files are in this folder?\nList them | one per line."
@@ -45,84 +47,33 @@ PORT = 8400
 
 
 @dataclass(frozen=True)
-class Agent:
-    binary: str
-    tool: str
-    arguments: dict[str, str]
-    argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # path under HOME -> text; {url} set
-    keep: tuple[str, ...] = ()  # globs under HOME: the session files to copy
-    failing: bool = False  # the model also runs a command that fails (ls of a missing file)
+class Scenario:
+    """What one recording asks of a CLI: the request, the extra files under HOME (a skill),
+    and whether the model also runs a command that fails."""
 
-    def tool_calls(self) -> list[dict[str, object]]:
-        calls: list[dict[str, object]] = [{"name": self.tool, "arguments": self.arguments}]
+    prompt: str
+    files: dict[str, str] = field(default_factory=dict)
+    failing: bool = False
+
+    def tool_calls(self, agent: AgentCLI) -> list[dict[str, object]]:
+        calls = [agent.shell_call("ls")]
         if self.failing:
-            key = "cmd" if "cmd" in self.arguments else "command"
-            calls.append({"name": self.tool,
-                          "arguments": {**self.arguments, key: "ls missing.txt"}})
+            calls.append(agent.shell_call("ls missing.txt"))
         return calls
 
 
-AGENTS = {
-    "codex": Agent(
-        "codex", "exec_command", {"cmd": "ls"},
-        ("exec", "--skip-git-repo-check", "--json", f"${SKILL} {QUESTION}"),
-        env={"CODEX_HOME": "{home}/codex", "SKILLGRAD_KEY": "dummy"},
-        files={"codex/config.toml": (
-            'model = "skillgrad"\nmodel_provider = "skillgrad"\n'
-            "check_for_update_on_startup = false\n[model_providers.skillgrad]\n"
-            'name = "skillgrad"\nbase_url = "{url}/v1"\nenv_key = "SKILLGRAD_KEY"\n'
-            'wire_api = "responses"\n[analytics]\nenabled = false\n'
-            "[feedback]\nenabled = false\n"),
-            f"codex/skills/{SKILL}/SKILL.md": SKILL_TEXT},
-        keep=("codex/sessions/*/*/*/rollout-*.jsonl",)),
-    "claude": Agent(
-        "claude", "Bash", {"command": "ls", "description": "List files"},
-        ("-p", TWO_LINES, "--output-format", "json", "--allowedTools", "Bash"),
-        env={"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "dummy",
-             "CLAUDE_CONFIG_DIR": "{home}/claude", "DISABLE_AUTOUPDATER": "1",
-             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-             "DISABLE_ERROR_REPORTING": "1"},
-        keep=("claude/projects/*/*.jsonl",)),
-    "gemini": Agent(
-        "gemini", "run_shell_command", {"command": "ls"},
-        ("-p", QUESTION, "-m", "skillgrad", "--approval-mode", "yolo",
-         "--output-format", "json"),
-        env={"GOOGLE_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "dummy",
-             "GEMINI_CLI_TRUST_WORKSPACE": "true"},
-        files={".gemini/settings.json": json.dumps({
-            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "security": {"auth": {"selectedType": "gemini-api-key"}}})},
-        keep=(".gemini/tmp/*/chats/session-*.jsonl", ".gemini/tmp/*/.project_root",
-              ".gemini/projects.json"), failing=True),
-    "opencode": Agent(
-        "opencode", "bash", {"command": "ls", "description": "List files"},
-        ("run", TWO_LINES, "-m", "skillgrad/skillgrad"),
-        env={"XDG_CONFIG_HOME": "{home}/.config", "XDG_DATA_HOME": "{home}/.local/share",
-             "XDG_CACHE_HOME": "{home}/.cache", "XDG_STATE_HOME": "{home}/.local/state",
-             "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
-        files={".config/opencode/opencode.json": json.dumps({
-            "provider": {"skillgrad": {
-                "npm": "@ai-sdk/openai-compatible", "name": "skillgrad",
-                "options": {"baseURL": "{url}/v1", "apiKey": "dummy"},
-                "models": {"skillgrad": {"name": "skillgrad"}}}},
-            "model": "skillgrad/skillgrad", "autoupdate": False, "share": "disabled"})},
-        keep=(".local/share/opencode/opencode.db", ".local/share/opencode/storage/**/*")),
-    "copilot": Agent(
-        "copilot", "bash", {"command": "ls", "description": "List files"},
-        ("-p", QUESTION, "--allow-all-tools"),
-        env={"COPILOT_HOME": "{home}/.copilot", "COPILOT_OFFLINE": "true",
-             "COPILOT_PROVIDER_BASE_URL": "{url}/v1", "COPILOT_PROVIDER_API_KEY": "dummy",
-             "COPILOT_MODEL": "skillgrad"},
-        keep=(".copilot/session-state/*/events.jsonl",), failing=True),
+SCENARIOS = {
+    "codex": Scenario(f"${SKILL} {QUESTION}", files={f"codex/skills/{SKILL}/SKILL.md": SKILL_TEXT}),
+    "claude": Scenario(TWO_LINES),
+    "gemini": Scenario(QUESTION, failing=True),
+    "opencode": Scenario(TWO_LINES),
+    "copilot": Scenario(QUESTION, failing=True),
 }
 
 
 def record(name: str, binary: str, out: Path, scratch: Path) -> list[Path]:
     """Run one CLI against the scripted server; copy its session files into ``out/name``."""
-    agent = AGENTS[name]
+    agent, scenario = AGENT_CLIS[name], SCENARIOS[name]
     # Short, fixed paths: they are what the CLI writes into its logs.
     home, work = scratch / "home", scratch / "work"
     work.mkdir(parents=True)
@@ -132,12 +83,11 @@ def record(name: str, binary: str, out: Path, scratch: Path) -> list[Path]:
     config.write_text(json.dumps({"model": {"target": {
         "backend": "scripted", "rules": [{"when": "[tool]", "reply": ANSWER},
                                          {"when": "title generator", "reply": "Files"}],
-        "default": {"tool_calls": agent.tool_calls()}}}}))
-    url = f"http://127.0.0.1:{PORT}/r/{name}-1"
-    for relative, text in agent.files.items():
+        "default": {"tool_calls": scenario.tool_calls(agent)}}}}))
+    env = agent.prepare(home, f"http://127.0.0.1:{PORT}/r/{name}-1")
+    for relative, text in scenario.files.items():
         (home / relative).parent.mkdir(parents=True, exist_ok=True)
-        (home / relative).write_text(text.replace("{url}", url))
-    env = {k: v.replace("{url}", url).replace("{home}", str(home)) for k, v in agent.env.items()}
+        (home / relative).write_text(text)
     serve = shlex.join([sys.executable, "-m", "skillgrad.cli", "serve", str(config),
                         "--port", str(PORT)])
     script = f"""
@@ -145,12 +95,12 @@ def record(name: str, binary: str, out: Path, scratch: Path) -> list[Path]:
         {serve} > {scratch}/serve.out 2> {scratch}/serve.err & server=$!
         for i in $(seq 100); do grep -q serving {scratch}/serve.out && break; sleep 0.2; done
         cd {shlex.quote(str(work))} && git init -q
-        timeout 170 {shlex.join([binary, *agent.argv])} < /dev/null; status=$?
+        timeout 170 {shlex.join(agent.command(binary, scenario.prompt))} < /dev/null; status=$?
         kill -INT $server; wait $server
         exit $status
     """
     proc = subprocess.run(["unshare", "-rn", "bash", "-c", script], capture_output=True,
-                          text=True, timeout=240, env={**os.environ, "HOME": str(home), **env})
+                          text=True, timeout=240, env={**os.environ, **env})
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
                          f"{proc.stderr[-2000:]}")
@@ -158,19 +108,18 @@ def record(name: str, binary: str, out: Path, scratch: Path) -> list[Path]:
     if target.exists():
         shutil.rmtree(target)
     copied = []
-    for pattern in agent.keep:
-        for path in sorted(home.glob(pattern)):
-            if not path.is_file() or path.name.endswith(("-wal", "-shm")):
-                continue
-            dest = target / path.relative_to(home)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix == ".db":  # as SQL text (its write-ahead log included)
-                dest = dest.with_suffix(".sql")
-                with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-                    dest.write_text("\n".join(db.iterdump()) + "\n", encoding="utf-8")
-            else:
-                shutil.copy2(path, dest)
-            copied.append(dest)
+    for path in agent.session_files(home):
+        if path.name.endswith(("-wal", "-shm")):
+            continue
+        dest = target / path.relative_to(home)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".db":  # as SQL text (its write-ahead log included)
+            dest = dest.with_suffix(".sql")
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                dest.write_text("\n".join(db.iterdump()) + "\n", encoding="utf-8")
+        else:
+            shutil.copy2(path, dest)
+        copied.append(dest)
     if not copied:
         raise SystemExit(f"{name}: no session files under {home}")
     return copied
@@ -185,13 +134,13 @@ def version(binary: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clis", required=True, help="folders holding the CLIs, ':'-separated")
-    parser.add_argument("--only", default=",".join(AGENTS), help="agents, ','-separated")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="agents, ','-separated")
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/sleep/real"))
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/sgrec"),
                         help="scratch folder (emptied first; its paths appear in the logs)")
     args = parser.parse_args()
     for name in args.only.split(","):
-        binary = shutil.which(AGENTS[name].binary, path=args.clis)
+        binary = shutil.which(AGENT_CLIS[name].binary, path=args.clis)
         if binary is None:
             raise SystemExit(f"{name}: not found in {args.clis}")
         scratch = args.scratch / name
