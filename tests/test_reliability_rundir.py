@@ -41,8 +41,16 @@ def cli(*args: str, preexec: Callable[[], None] | None = None,
 
 
 def start(*args: str) -> subprocess.Popen[str]:
+    """``skillgrad ARGS`` in the background, with the stop signals at their defaults as in a
+    terminal (under ``nohup`` the suite inherits SIGHUP ignored, which the CLI keeps)."""
     return subprocess.Popen([sys.executable, "-m", "skillgrad.cli", *args], env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_stop_signals)
+
+
+def _default_stop_signals() -> None:
+    for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def error_lines(stderr: str) -> list[str]:
