@@ -42,6 +42,10 @@ _FILE_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file")
 REASK_SIMILARITY = 0.5
 CLUSTER_SIMILARITY = 0.6
 MIN_WORDS = 3
+# A shorter request ("please run the tests") has too few words to compare by; it is kept when
+# it has at least this many, grouped only with the same words, and a task only when its log
+# shows work an answer can be checked against (a command ran or a file changed).
+MIN_SHORT_WORDS = 2
 
 
 @dataclass
@@ -59,6 +63,10 @@ class Occurrence:
     @property
     def words(self) -> frozenset[str]:
         return content_words(self.text)
+
+    @property
+    def short(self) -> bool:
+        return len(self.words) < MIN_WORDS
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -78,8 +86,8 @@ def occurrences(session: Session) -> list[Occurrence]:
     found = []
     for n, index in enumerate(prompts):
         text = session.turns[index].text.strip()
-        if len(content_words(text)) < MIN_WORDS:
-            continue  # "yes", "go on", "thanks": not a request of its own
+        if len(content_words(text)) < MIN_SHORT_WORDS:
+            continue  # "yes", "go on", "thanks", "fix it": not a request of its own
         end = prompts[n + 1] if n + 1 < len(prompts) else len(session.turns)
         segment = session.turns[index + 1:end]
         following = session.turns[end].text if end < len(session.turns) else None
@@ -117,9 +125,11 @@ def cluster(found: Iterable[Occurrence]) -> list[list[Occurrence]]:
     """Greedy clusters of the same request, each occurrence compared with a cluster's first
     member. Words are weighted by how rare they are among all the prompts (inverse document
     frequency), so "fix the failing test in billing" and "... in refunds" are two requests
-    while two wordings of one request are one."""
-    ordered = sorted(found, key=lambda o: (o.session.started or datetime.min.replace(
+    while two wordings of one request are one. A short request is too few words to weigh: it
+    is grouped only with the same words ("Please run the tests." and "run the tests")."""
+    everything = sorted(found, key=lambda o: (o.session.started or datetime.min.replace(
         tzinfo=timezone.utc), o.session.id, o.index))
+    ordered = [o for o in everything if not o.short]
     df = Counter(w for o in ordered for w in o.words)
     weight = {w: math.log((len(ordered) + 1) / n) for w, n in df.items()}
 
@@ -136,7 +146,32 @@ def cluster(found: Iterable[Occurrence]) -> list[list[Occurrence]]:
             best.append(occ)
         else:
             groups.append([occ])
-    return groups
+    same: dict[frozenset[str], list[Occurrence]] = {}
+    for occ in everything:
+        if occ.short:
+            same.setdefault(occ.words, []).append(occ)
+    return groups + list(same.values())
+
+
+def checkable(group: Sequence[Occurrence]) -> bool:
+    """Whether a cluster's log shows something to check an answer against. A short request
+    needs it (a command ran or a file changed), so "looks good" or "thanks", however often
+    typed, is not a task; a longer one states what it wants in its words."""
+    return not group[0].short or any(o.commands or o.files for o in group)
+
+
+def task_commit(group: Sequence[Occurrence], chosen: Occurrence) -> str | None:
+    """The commit a task is replayed at: the chosen wording's session's, where the log has
+    it; else the latest satisfied occurrence's that has one (its work is what the checks
+    were written from); else the latest occurrence's that has one. None only where no
+    occurrence's session recorded a commit."""
+    if chosen.session.git_commit:
+        return chosen.session.git_commit
+    satisfied = [o for o in group if o.outcome == "satisfied"]
+    for o in [*reversed(satisfied), *reversed(group)]:
+        if o.session.git_commit:
+            return o.session.git_commit
+    return None
 
 
 def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
@@ -172,7 +207,7 @@ def heuristic_task(group: Sequence[Occurrence], project: str) -> SleepTask:
             outcome=o.outcome) for o in group],
         skill=skills.most_common(1)[0][0] if skills else None,
         agent=Counter(o.session.agent for o in group).most_common(1)[0][0],
-        commit=chosen.session.git_commit, miner="heuristic")
+        commit=task_commit(group, chosen), miner="heuristic")
 
 
 def _short(path: str) -> str:
@@ -228,7 +263,7 @@ def mine(sessions: Iterable[Session], project: str, *, min_occurrences: int = 2,
     """The tasks of a night. With ``model`` the LLM miner writes them, the heuristic one
     standing in (and said so) wherever it cannot."""
     groups = [g for g in cluster(o for s in sessions for o in occurrences(s))
-              if len(g) >= min_occurrences]
+              if len(g) >= min_occurrences and checkable(g)]
     groups.sort(key=lambda g: (-len(g), g[0].text))
     notes = []
     if len(groups) > max_tasks:

@@ -23,6 +23,12 @@ parts: those are not the person's words, nor are slash commands, injected contex
 the model's canned acknowledgement after it). A cancelled request (the ``Request cancelled.``
 notice, or a tool call cancelled or declined) is an interrupt. Headless runs are not marked.
 
+A file in which nothing was said is a stub, read as no session (not skipped, night after
+night): ``gemini --resume`` first starts a file named for the current minute and the resumed
+session's id, holding its header and the injected ``<session_context>``, then goes on in the
+resumed session's own file (the same file when the minute is the same). So are a file of
+``$set`` metadata alone and a lone header cut off mid-line.
+
 The working directory: the folder's ``.project_root``; else the root ``projects.json`` gives
 the folder's short id; else the root in ``projects.json`` whose sha256 is the session's
 ``projectHash`` (the name of an old hash folder); else unknown (None).
@@ -54,6 +60,7 @@ SHELL_TOOL = "run_shell_command"
 CANCELLED = "Request cancelled."  # the notice the CLI records when the person cancels
 _IGNORED_PREFIXES = ("/", "?", "<session_context>", "<hook_context>")  # never sent as a prompt
 _SUMMARY = "<state_snapshot>"
+_STUB_BYTES = 64 * 1024  # a header is far shorter; a longer cut-off line is a real error
 _EXIT = re.compile(r"^Exit Code: (-?\d+)\s*$", re.MULTILINE)
 # 0.61 and later wrap each tool's output in this; the text inside is what the tool printed.
 _UNTRUSTED = re.compile(r"\A\s*<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*\Z", re.S)
@@ -83,12 +90,21 @@ class GeminiAdapter:
         if source.suffix == ".json":
             meta, messages = _legacy(source)
         else:
-            meta, messages = _replay(source)
+            try:
+                meta, messages = _replay(source)
+            except SessionFormatError:
+                if _unfinished_header(source):
+                    return  # a stub (see _unfinished_header): no conversation in it
+                raise
         sid = meta.get("sessionId")
+        if not messages and source.suffix == ".jsonl":
+            return  # a stub: metadata only, no message (see the module's docstring)
         if not isinstance(sid, str) or not sid:
             raise SessionFormatError(f"{source}: no session header (sessionId, projectHash)")
         project_hash = meta.get("projectHash") if isinstance(meta.get("projectHash"), str) else None
         conversation = _Conversation(messages)
+        if not conversation.turns and source.suffix == ".jsonl":
+            return  # a stub: nothing was said in it (see the module's docstring)
         kind = meta.get("kind")
         summary = meta.get("summary")
         yield Session(
@@ -133,6 +149,15 @@ def _replay(path: Path) -> tuple[dict[str, Any], list[_Located]]:
             if "messages" in record:
                 messages.update(_located(record["messages"], f"{where}: messages"))
     return meta, list(messages.values())
+
+
+def _unfinished_header(path: Path) -> bool:
+    """Whether the file is one line, cut off before its newline, with no message after it:
+    the header of a session the CLI stopped writing as it started (a resume swapped it)."""
+    with path.open("rb") as fh:
+        head = fh.read(_STUB_BYTES + 1)
+    return (len(head) <= _STUB_BYTES and head.lstrip().startswith(b'{"sessionId"')
+            and b"\n" not in head.strip() and not head.endswith(b"\n"))
 
 
 def _legacy(path: Path) -> tuple[dict[str, Any], list[_Located]]:
