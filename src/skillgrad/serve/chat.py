@@ -16,10 +16,9 @@ from skillgrad.serve.wire import (
     Answer,
     Turn,
     WireError,
-    content,
     function_tool,
-    image_part,
     openai_error,
+    parts_content,
     request_of,
     require,
     sse,
@@ -104,22 +103,14 @@ def _message(raw: Any) -> Message:
     if raw["role"] == "function":  # the legacy form of a tool result
         return Message(role="tool", content=text_of(raw.get("content")),
                        tool_call_id=str(raw.get("name", "")))
-    return Message(role=role, content=_content(raw.get("content")),
+    return Message(role=role, content=parts_content(raw.get("content"), _image_url),
                    tool_call_id=raw.get("tool_call_id") if role == "tool" else None,
                    tool_calls=[{"id": c.get("id"), "type": "function",
                                 "function": c.get("function") or {}} for c in calls] or None)
 
 
-def _content(value: Any) -> str | list[dict[str, Any]]:
-    if not isinstance(value, list):
-        return text_of(value)
-    parts: list[dict[str, Any]] = []
-    for part in value:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "image_url":
-            url = part.get("image_url")
-            parts.append(image_part(url.get("url", "") if isinstance(url, dict) else str(url)))
-        else:
-            parts.append({"type": "text", "text": text_of(part)})
-    return content(parts)
+def _image_url(part: dict[str, Any]) -> str | None:
+    if part.get("type") != "image_url":
+        return None
+    url = part.get("image_url")
+    return str(url.get("url", "")) if isinstance(url, dict) else str(url)

@@ -30,10 +30,9 @@ from skillgrad.serve.wire import (
     Turn,
     WireError,
     assistant,
-    content,
     function_tool,
-    image_part,
     openai_error,
+    parts_content,
     request_of,
     sse,
     text_of,
@@ -162,7 +161,7 @@ def _item(item: Any, messages: list[Message], pending: list[dict[str, Any]],
         role = _ROLES.get(str(item.get("role")))
         if role is None:
             raise WireError(f"input: a message with role {item.get('role')!r} is not understood")
-        messages.append(Message(role=role, content=_parts(item.get("content"))))  # type: ignore[arg-type]
+        messages.append(Message(role=role, content=parts_content(item.get("content"), _image_url)))  # type: ignore[arg-type]
     # reasoning, web_search_call, compaction, item_reference: nothing a backend can use.
     return messages, pending
 
@@ -177,18 +176,10 @@ def _output_text(value: Any) -> str:
     return text_of(value)
 
 
-def _parts(value: Any) -> str | list[dict[str, Any]]:
-    if not isinstance(value, list):
-        return text_of(value)
-    parts: list[dict[str, Any]] = []
-    for part in value:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "input_image":
-            parts.append(image_part(str(part.get("image_url") or part.get("file_id") or "")))
-        else:
-            parts.append({"type": "text", "text": text_of(part)})
-    return content(parts)
+def _image_url(part: dict[str, Any]) -> str | None:
+    if part.get("type") != "input_image":
+        return None
+    return str(part.get("image_url") or part.get("file_id") or "")
 
 
 # ----------------------------------------------------------------------------- answer

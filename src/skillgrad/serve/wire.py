@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -146,6 +146,23 @@ def content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     if all(p.get("type") == "text" for p in parts):
         return "".join(str(p.get("text", "")) for p in parts)
     return parts
+
+
+def parts_content(value: Any, image_url: Callable[[dict[str, Any]], str | None]
+                  ) -> str | list[dict[str, Any]]:
+    """Message content from a wire format's content value: a string as it is, a list of parts
+    as text and images; ``image_url`` gives an image part's URL (None: not an image), as
+    each format places it."""
+    if not isinstance(value, list):
+        return text_of(value)
+    parts: list[dict[str, Any]] = []
+    for part in value:
+        if not isinstance(part, dict):
+            continue
+        url = image_url(part)
+        parts.append(image_part(url) if url is not None
+                     else {"type": "text", "text": text_of(part)})
+    return content(parts)
 
 
 def image_part(url: str) -> dict[str, Any]:
