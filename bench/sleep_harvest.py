@@ -25,9 +25,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from skillgrad.sleep.harvest.claude_code import ClaudeCodeAdapter
 from skillgrad.sleep.harvest.harvester import Harvester
 from skillgrad.sleep.scrub import Scrubber
+from skillgrad.traces.claude_code import ClaudeCodeAdapter
 
 PROJECT = "/home/bench/shop"
 WORDS = ("tax rate cart order refund invoice total rounding decimal test fixture module "

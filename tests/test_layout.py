@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("environments and test doubles", ("envs", "testing")),
     ("records", ("records", "registry", "skillopt")),
     ("models", ("models",)),
-    ("foundations", ("rundir", "sandbox", "prompts", "parallel", "agentskills", "redact",
-                     "yamlfile", "confine", "seccomp", "namespaces", "console")),
+    ("foundations", ("rundir", "sandbox", "prompts", "parallel", "agentskills", "traces",
+                     "redact", "yamlfile", "confine", "seccomp", "namespaces", "console")),
     ("leaves", ("files", "skill", "errors", "version", "words", "dotted")),
 )
 

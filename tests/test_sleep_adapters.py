@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from skillgrad.sleep.harvest.base import Adapter, SessionFormatError
-from skillgrad.sleep.harvest.copilot import CopilotAdapter
-from skillgrad.sleep.harvest.gemini import GeminiAdapter
-from skillgrad.sleep.harvest.opencode import OpenCodeAdapter
 from skillgrad.sleep.scrub import Scrubber
-from skillgrad.sleep.sessions import Session
+from skillgrad.traces.base import Adapter, SessionFormatError
+from skillgrad.traces.copilot import CopilotAdapter
+from skillgrad.traces.gemini import GeminiAdapter
+from skillgrad.traces.opencode import OpenCodeAdapter
+from skillgrad.traces.sessions import Session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
 CANARY = "sk-ant-canary-0123456789abcdef"

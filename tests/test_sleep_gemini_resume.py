@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.gemini import GeminiAdapter
 from skillgrad.sleep.harvest.harvester import Harvester
 from skillgrad.sleep.scrub import Scrubber
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.gemini import GeminiAdapter
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sleep" / "real" / "gemini-resume"
 PROJECT = Path("/tmp/sgrec/gemini-resume/work")  # as the CLI wrote it

@@ -19,10 +19,6 @@ import pytest
 from skillgrad.agentskills import AGENTS
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.redact import REDACTED
-from skillgrad.sleep.harvest import ADAPTERS, adapters
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.claude_code import ClaudeCodeAdapter
-from skillgrad.sleep.harvest.codex import CodexAdapter
 from skillgrad.sleep.harvest.harvester import (
     BEFORE_WINDOW,
     NO_CWD,
@@ -35,9 +31,13 @@ from skillgrad.sleep.harvest.harvester import (
     UNREADABLE,
     Harvester,
 )
-from skillgrad.sleep.harvest.read import read_jsonl, utc
 from skillgrad.sleep.scrub import Scrubber
-from skillgrad.sleep.sessions import REPLAY_MARKER, Session, ToolCall, Turn
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.claude_code import ClaudeCodeAdapter
+from skillgrad.traces.codex import CodexAdapter
+from skillgrad.traces.read import read_jsonl, utc
+from skillgrad.traces.registry import ADAPTERS, adapters
+from skillgrad.traces.sessions import REPLAY_MARKER, Session, ToolCall, Turn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
 CANARY = "sk-ant-canary-0123456789abcdef"

@@ -15,8 +15,8 @@ from skillgrad.models.messages import ChatRequest
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.sleep import judge as judging
 from skillgrad.sleep.mine import cluster, mine, occurrences
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
 from skillgrad.sleep.tasks import Check, SleepTask, TasksFile, read_tasks, split_of, task_id
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=timezone.utc)
 

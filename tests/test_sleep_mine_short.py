@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from skillgrad.sleep.mine import mine
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=timezone.utc)
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from skillgrad.sleep.cycle import report_markdown
-from skillgrad.sleep.harvest.claude_code import ClaudeCodeAdapter
-from skillgrad.sleep.harvest.codex import CodexAdapter
-from skillgrad.sleep.harvest.copilot import CopilotAdapter
-from skillgrad.sleep.harvest.gemini import GeminiAdapter
-from skillgrad.sleep.harvest.opencode import OpenCodeAdapter
 from skillgrad.sleep.mine import heuristic_task, occurrences
-from skillgrad.sleep.sessions import Session
+from skillgrad.traces.claude_code import ClaudeCodeAdapter
+from skillgrad.traces.codex import CodexAdapter
+from skillgrad.traces.copilot import CopilotAdapter
+from skillgrad.traces.gemini import GeminiAdapter
+from skillgrad.traces.opencode import OpenCodeAdapter
+from skillgrad.traces.sessions import Session
 
 REAL = Path(__file__).parent / "fixtures" / "sleep" / "real"
 QUESTION = "How many files are in this folder?"
@@ -124,7 +124,7 @@ def test_the_fixtures_were_written_by_the_versions_the_readme_names(
     ('"open', '"open'),
 ])
 def test_only_the_quoting_of_opencode_run_is_taken_off(stored: str, read: str) -> None:
-    from skillgrad.sleep.harvest.opencode import _run_prompt
+    from skillgrad.traces.opencode import _run_prompt
 
     assert _run_prompt(stored) == read
 

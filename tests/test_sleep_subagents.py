@@ -17,10 +17,11 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from skillgrad.sleep.harvest import Harvester, adapters
-from skillgrad.sleep.harvest.claude_code import ClaudeCodeAdapter
+from skillgrad.sleep.harvest.harvester import Harvester
 from skillgrad.sleep.mine import mine
 from skillgrad.sleep.scrub import Scrubber
+from skillgrad.traces.claude_code import ClaudeCodeAdapter
+from skillgrad.traces.registry import adapters
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
 PROJECT = Path("/home/dev/shop")

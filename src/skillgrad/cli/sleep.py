@@ -73,9 +73,10 @@ def _night(project: Path, config: Path | None, tasks: Path | None, dry_run: bool
 def harvest(project: ProjectOpt = Path("."), config: ConfigOpt = None) -> None:
     """Show what a night would read: each agent's stores, the sources and their sessions,
     and what would be skipped and why. Nothing is written."""
-    from skillgrad.sleep.harvest import Harvester, adapters
+    from skillgrad.sleep.harvest.harvester import Harvester
     from skillgrad.sleep.night import SLEEP_DIR, load_sleep_config
     from skillgrad.sleep.scrub import Scrubber
+    from skillgrad.traces.registry import adapters
 
     root = project.expanduser().resolve()
     _, section = load_sleep_config(config or root / SLEEP_DIR / "config.yaml")

@@ -17,7 +17,7 @@ from typing import Any
 
 from skillgrad.errors import DataError
 from skillgrad.files import atomic_write_text
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 
 def to_json(session: Session) -> dict[str, Any]:

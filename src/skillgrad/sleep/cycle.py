@@ -124,8 +124,9 @@ def harvest_and_mine(project: Path, *, config: Path | None = None,
 
 def _harvest(project: Path, work: Path, section: SleepSection, environ: Mapping[str, str],
              home: Path, now: datetime) -> tuple[int, dict[str, int]]:
-    from skillgrad.sleep.harvest import Harvester, adapters
+    from skillgrad.sleep.harvest.harvester import Harvester
     from skillgrad.sleep.scrub import Scrubber
+    from skillgrad.traces.registry import adapters
 
     harvester = Harvester(project, adapters(section.agents), state_dir=work / "state",
                           scrubber=Scrubber(section.redact_patterns), environ=environ,

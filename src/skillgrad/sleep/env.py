@@ -16,9 +16,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from skillgrad.envs.base import EnvCommon, EnvOptions, Split, single_turn
+from skillgrad.envs.workspace import run_task
 from skillgrad.errors import DataError
 from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Message
 from skillgrad.records import RolloutResult, Task
 from skillgrad.sleep import judge as judging
 from skillgrad.sleep.tasks import SleepTask, read_tasks, split_of
@@ -117,23 +117,20 @@ class SleepEnvironment:
                        model: ChatModel) -> RolloutResult:
         """The agent works in a worktree at the task's commit; then the checks run there."""
         from skillgrad.skill import skill_hash
-        from skillgrad.sleep.worktree import run_checks, worktree
 
         if self._repo is None or self._replays is None:
             raise DataError("agent mode needs the project's git repository (env.repo)")
-        system, user = Message(role="system", content=skill), Message(role="user",
-                                                                     content=mined.intent)
-        name = f"{task.id}-{skill_hash(skill)[:8]}"
-        with worktree(self._repo, mined.commit, self._replays, name) as copy:
-            completion = model.complete(ChatRequest(
-                messages=(system, user), max_tokens=self.options.max_tokens,
-                temperature=self.options.temperature, workspace=str(copy)))
-            outcomes = run_checks(mined, copy, self.options.check_timeout)
-        hard, soft, reason = judging.score(mined, completion.text, self._judge,
-                                           self.options.judge_samples, outcomes)
-        return RolloutResult(task_id=task.id, messages=(system, user), answer=completion.text,
-                             hard=hard, soft=soft, reason=reason, usage=completion.usage,
-                             metadata={"checks": outcomes})
+        run = run_task(model, skill, mined.intent, self._repo, mined.commit, mined.checks,
+                       self._replays, f"{task.id}-{skill_hash(skill)[:8]}",
+                       timeout=self.options.check_timeout, max_tokens=self.options.max_tokens,
+                       temperature=self.options.temperature)
+        answer = run.completion.text
+        hard, soft, reason = judging.score(mined, answer, self._judge,
+                                           self.options.judge_samples, run.checks)
+        return RolloutResult(task_id=task.id, messages=run.messages, answer=answer,
+                             hard=hard, soft=soft, reason=reason, usage=run.completion.usage,
+                             metadata={"checks": run.checks,
+                                       "files_changed": list(run.files_changed)})
 
 
 def _read_skill(path: Path, base_dir: Path) -> str:

@@ -13,12 +13,13 @@ import re
 
 from pydantic import BaseModel, Field
 
+from skillgrad.envs.workspace import AGENT_CHECKS, Check, describe
 from skillgrad.errors import ModelError
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
-from skillgrad.sleep.tasks import AGENT_CHECKS, Check, SleepTask
+from skillgrad.sleep.tasks import SleepTask
 
 PASS = 0.8
 # Openings of a refusal to do the work (the reply declines instead of answering).
@@ -42,10 +43,6 @@ def check(rule: Check, answer: str) -> bool:
     if rule.op == "min_chars":
         return len(answer) >= int(arg or 0)
     return not _REFUSAL.search(answer.strip())  # no_refusal
-
-
-def describe(rule: Check) -> str:
-    return f"{rule.op}" + (f" {rule.arg!r}" if rule.arg is not None else "")
 
 
 class Verdict(BaseModel):

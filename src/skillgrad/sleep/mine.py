@@ -29,8 +29,8 @@ from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
-from skillgrad.sleep.sessions import Session, ToolCall, Turn, valid_text
 from skillgrad.sleep.tasks import Check, Outcome, SessionEvidence, SleepTask, TasksFile, task_id
+from skillgrad.traces.sessions import Session, ToolCall, Turn, valid_text
 from skillgrad.words import FUNCTION_WORDS, QUESTION_WORDS
 
 _WORD = re.compile(r"[a-z0-9_]+")

@@ -83,7 +83,7 @@ class Scrubber:
         return value
 
     def record(self, record: Any) -> Any:
-        """A session record (a dataclass of :mod:`skillgrad.sleep.sessions`), every field
+        """A session record (a dataclass of :mod:`skillgrad.traces.sessions`), every field
         scrubbed, nested records included."""
         if hasattr(record, "__dataclass_fields__"):
             changes = {}

@@ -14,35 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from skillgrad.envs.workspace import Check
 from skillgrad.errors import DataError
 
-CheckOp = Literal["contains", "not_contains", "regex", "max_chars", "min_chars", "no_refusal",
-                  "mentions_file", "command_passes", "file_changed"]
-# Checks that need the agent's working copy (env.mode: agent); a text reply skips them.
-AGENT_CHECKS = frozenset({"command_passes", "file_changed"})
 Outcome = Literal["satisfied", "corrected", "interrupted", "failed", "unknown"]
-
-
-class Check(BaseModel):
-    """A rule an answer must pass. ``contains`` / ``not_contains`` / ``mentions_file``: a
-    text, compared case-insensitively; ``regex``: a pattern; ``max_chars`` / ``min_chars``: a
-    length; ``no_refusal``: no argument. In the agent's working copy (agent mode):
-    ``command_passes``: a command (run without a shell) that must exit 0 after the agent's
-    work; ``file_changed``: a path, relative to the repository, the agent must change."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    op: CheckOp
-    arg: str | int | None = None
-
-    @field_validator("arg")
-    @classmethod
-    def _usable(cls, value: str | int | None, info: object) -> str | int | None:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("an empty argument checks nothing")
-        return value
 
 
 class SessionEvidence(BaseModel):

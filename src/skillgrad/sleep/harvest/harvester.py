@@ -33,10 +33,10 @@ from typing import Any
 
 from skillgrad.errors import ConfigError, DataError
 from skillgrad.files import atomic_write_text
-from skillgrad.sleep.harvest.base import Adapter, SessionFormatError
-from skillgrad.sleep.harvest.read import utc
 from skillgrad.sleep.scrub import Scrubber
-from skillgrad.sleep.sessions import REPLAY_MARKER, Session
+from skillgrad.traces.base import Adapter, SessionFormatError
+from skillgrad.traces.read import utc
+from skillgrad.traces.sessions import REPLAY_MARKER, Session
 
 # Reasons a source or a session is left out (the keys of ``HarvestResult.skip_counts``).
 STILL_WRITING = "still being written"
@@ -200,7 +200,7 @@ class Harvester:
             if value is not None and value.tzinfo is None:
                 raise ConfigError(f"harvest: {name} must be a timezone-aware (UTC) time")
         if adapters is None:
-            from skillgrad.sleep.harvest.registry import adapters as load_adapters
+            from skillgrad.traces.registry import adapters as load_adapters
             adapters = load_adapters()
         self.project = Path(project).expanduser().resolve()
         self.adapters = list(adapters)

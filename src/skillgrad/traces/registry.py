@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 from skillgrad.errors import ConfigError
 
 if TYPE_CHECKING:
-    from skillgrad.sleep.harvest.base import Adapter
+    from skillgrad.traces.base import Adapter
 
 # agent name (skillgrad.agentskills.AGENTS) -> "module:class"
 ADAPTERS: dict[str, str] = {
-    "claude_code": "skillgrad.sleep.harvest.claude_code:ClaudeCodeAdapter",
-    "codex": "skillgrad.sleep.harvest.codex:CodexAdapter",
-    "copilot": "skillgrad.sleep.harvest.copilot:CopilotAdapter",
-    "opencode": "skillgrad.sleep.harvest.opencode:OpenCodeAdapter",
-    "gemini": "skillgrad.sleep.harvest.gemini:GeminiAdapter",
+    "claude_code": "skillgrad.traces.claude_code:ClaudeCodeAdapter",
+    "codex": "skillgrad.traces.codex:CodexAdapter",
+    "copilot": "skillgrad.traces.copilot:CopilotAdapter",
+    "opencode": "skillgrad.traces.opencode:OpenCodeAdapter",
+    "gemini": "skillgrad.traces.gemini:GeminiAdapter",
 }
 
 

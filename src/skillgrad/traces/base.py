@@ -2,7 +2,7 @@
 
 An adapter knows one agent's store: where it lies (:meth:`Adapter.stores`, from the agent's
 own environment variables and defaults), which sources it holds (files, or one database), and
-how to read a source into :class:`~skillgrad.sleep.sessions.Session` records. It never
+how to read a source into :class:`~skillgrad.traces.sessions.Session` records. It never
 writes, and opens databases read-only. A source it cannot read raises
 :class:`SessionFormatError` with one line saying why; the harvester counts it and reads on.
 """
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from skillgrad.agentskills import Agent
 from skillgrad.errors import DataError
-from skillgrad.sleep.sessions import Session
+from skillgrad.traces.sessions import Session
 
 
 class SessionFormatError(DataError):

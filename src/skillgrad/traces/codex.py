@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.read import as_dict, loads, opt_str, read_jsonl, utc
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.read import as_dict, loads, opt_str, read_jsonl, utc
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 # User-role text Codex writes itself: instructions files, the environment block, the
 # permissions preamble, its record of an aborted turn, a ! shell line.

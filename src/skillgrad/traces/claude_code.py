@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.read import opt_str, read_jsonl, utc
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.read import opt_str, read_jsonl, utc
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 # Edit tools and the input naming the file they write.
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",

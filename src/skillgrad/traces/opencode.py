@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.read import (
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.read import (
     as_dict,
     loads,
     query,
     read_json_object,
     sqlite_readonly,
 )
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 DB_NAME = "opencode.db"
 EDIT_TOOLS = frozenset({"edit", "write", "multiedit"})  # their input names the file: filePath

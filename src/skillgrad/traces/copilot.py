@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.read import (
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.read import (
     as_dict,
     checked_utc,
     jsonl_records,
@@ -41,7 +41,7 @@ from skillgrad.sleep.harvest.read import (
     query,
     sqlite_readonly,
 )
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 DB_NAME = "session-store.db"
 EVENTS = "events.jsonl"

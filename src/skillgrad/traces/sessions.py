@@ -1,6 +1,6 @@
 """One typed model of an agent session, whatever agent wrote it.
 
-Adapters (:mod:`skillgrad.sleep.harvest`) read each agent's own format into these records and
+Adapters (:mod:`skillgrad.traces`) read each agent's own format into these records and
 leave out what is not the user's or the agent's words: compaction summaries, injected
 context (meta records, AGENTS.md preambles, environment blocks), tool-result-only lines,
 mirrored duplicates, abandoned branches of a rewound conversation. A tool call carries its

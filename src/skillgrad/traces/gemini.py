@@ -45,15 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.agentskills import Agent
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.harvest.read import (
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.read import (
     as_dict,
     checked_utc,
     jsonl_records,
     loads,
     read_json_object,
 )
-from skillgrad.sleep.sessions import Session, ToolCall, Turn
+from skillgrad.traces.sessions import Session, ToolCall, Turn
 
 EDIT_TOOLS = frozenset({"replace", "write_file", "edit"})  # args.file_path
 SHELL_TOOL = "run_shell_command"

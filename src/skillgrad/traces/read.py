@@ -6,7 +6,7 @@ agent wrote as an escape (``"\\ud800"``) becomes U+FFFD, so a path or a prompt h
 can be compared, hashed, written and sent like any other text.
 
 Nothing here writes where an agent keeps its sessions. A source that cannot be read raises
-:class:`~skillgrad.sleep.harvest.base.SessionFormatError` naming the file (and the line, or
+:class:`~skillgrad.traces.base.SessionFormatError` naming the file (and the line, or
 the field) it is about, never its content.
 """
 
@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from skillgrad.sleep.harvest.base import SessionFormatError
-from skillgrad.sleep.sessions import valid_text
+from skillgrad.traces.base import SessionFormatError
+from skillgrad.traces.sessions import valid_text
 
 MAX_LINE_BYTES = 64 * 2**20  # one JSON line; inline images are a few MB, a runaway one more
 BUSY_WAIT_S = 0.5  # how long a read waits for another process's write lock before copying
