@@ -4,9 +4,7 @@ with every update and telemetry switch off. The scripted model calls the agent's
 then answers once it sees the tool's output; the CLI must finish with that answer, its own
 session log must hold the call, and the server's journal both calls under the rollout's tag.
 
-Behind an explicit flag: ``SKILLGRAD_AGENT_CLIS`` lists folders (``:``-separated) holding the
-``codex``, ``claude``, ``gemini``, ``opencode`` and ``copilot`` executables (``npm install --prefix DIR @openai/codex``
-puts one in ``DIR/node_modules/.bin``). A CLI not found there is skipped.
+Behind an explicit flag: ``SKILLGRAD_AGENT_CLIS`` names where the CLIs are (tests/agentcli.py).
 """
 
 from __future__ import annotations
@@ -14,42 +12,25 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
 
+import agentcli
 import pytest
 
 from skillgrad.models.agent_clis import AGENT_CLIS
 
-FOLDERS = os.environ.get("SKILLGRAD_AGENT_CLIS", "")
 ANSWER = "The folder holds 2 files: a.txt and b.txt."
 QUESTION = "How many files are in this folder?"
-
-
-def _binary(name: str) -> str:
-    """The CLI's executable; a skip when it is not there, a failure instead where
-    ``SKILLGRAD_REQUIRE_AGENT_CLIS=1`` (.ci/run) says the CLIs must run."""
-    required = os.environ.get("SKILLGRAD_REQUIRE_AGENT_CLIS") == "1"
-    missing = pytest.fail if required else pytest.skip
-    if not FOLDERS:
-        missing("SKILLGRAD_AGENT_CLIS is not set (real agent CLIs run only when asked)")
-    found = shutil.which(name, path=FOLDERS)
-    if found is None:
-        missing(f"{name} is not in SKILLGRAD_AGENT_CLIS")
-    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
-        missing("unshare -rn is not allowed here")
-    assert found is not None
-    return found
 
 
 @pytest.mark.parametrize("name", sorted(AGENT_CLIS))
 def test_a_real_agent_cli_runs_a_tool_through_skillgrad_serve(name: str, tmp_path: Path) -> None:
     agent = AGENT_CLIS[name]
-    binary = _binary(agent.binary)
+    binary = agentcli.binary(agent.binary)
     home, work, record = tmp_path / "home", tmp_path / "work", tmp_path / "calls"
     work.mkdir()
     for file in ("a.txt", "b.txt"):

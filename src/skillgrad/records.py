@@ -178,6 +178,12 @@ class EvalScore(Record):
     hard: float
     soft: float
     per_task: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # (rollouts that loaded the skill, rollouts whose agent chose whether to): an agent
+    # target's skill placed as an agent skill; None otherwise
+    skill_loads: tuple[int, int] | None = None
+    # the skill's body reached the agent only where it loaded the skill (placed as an agent
+    # skill alone, not also in its memory file)
+    body_on_load: bool = False
 
     def metric(self, name: str, mixed_weight: float = 0.5) -> float:
         if name == "hard":
@@ -247,6 +253,9 @@ class StepRecord(Record):
     # Why no analyst reply of the step could be used (every one failed to parse): the first
     # error and how the reply began; empty when one could, or none was asked for.
     unusable: str = ""
+    # (train rollouts that loaded the skill, those whose agent chose whether to): an agent
+    # target with the skill placed as an agent skill; None otherwise
+    skill_loads: tuple[int, int] | None = None
 
 
 class RejectedStep(Record):

@@ -14,8 +14,13 @@ from skillgrad.settings import gate_rule
 from skillgrad.stages.gate import GateRule
 
 
-def _score(s: EvalScore | None) -> dict[str, float] | None:
-    return None if s is None else {"hard": s.hard, "soft": s.soft, "n": s.n}
+def _score(s: EvalScore | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    out: dict[str, Any] = {"hard": s.hard, "soft": s.soft, "n": s.n}
+    if s.skill_loads is not None:  # an agent target: how often it loaded the skill
+        out["skill_loaded"] = list(s.skill_loads)
+    return out
 
 
 def build_summary(

@@ -57,7 +57,7 @@ from skillgrad.stages.gate import GateRule, decide, directive_density
 from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
-from skillgrad.stages.rollout import rollout, score
+from skillgrad.stages.rollout import rollout, score, skill_loads
 from skillgrad.stages.screen import ablations, screen
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
@@ -604,6 +604,7 @@ class Trainer:
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
             changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
+            skill_loads=skill_loads(results),
         )
 
     def _start_or_resume(self) -> TrainerState:

@@ -223,6 +223,9 @@ def _step_block(s: StepView, width: int) -> list[str]:
         head += f"; the learning-rate reply could not be used ({r.rate.error})"
     if r.n_parse_errors:
         head += f"; {r.n_parse_errors} analyst replies could not be used"
+    if r.skill_loads:
+        head += (f"; the agent loaded the skill in {r.skill_loads[0]} of {r.skill_loads[1]} "
+                 "training tasks")
     out = wrap(head, width, hang="  ")
     if r.unusable:
         out += wrap(f"no usable analyst reply: {r.unusable}", width, "  ", "    ")

@@ -4,6 +4,8 @@ the web stack is imported when the command runs."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Optional
@@ -54,6 +56,13 @@ def serve_command(
     model_name: Annotated[str, typer.Option(
         "--model-name", metavar="NAME", help="The model name the model lists show.")
                           ] = "skillgrad",
+    unix_socket: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--socket", metavar="PATH", help="Listen on this UNIX socket (mode 0600) instead of a "
+        "port: an agent CLI in a network namespace of its own reaches it through a relay "
+        "(the agent backend's isolate).", show_default=False)] = None,
+    no_tools: Annotated[bool, typer.Option(
+        "--no-tools", help="Offer the model none of the tools a request lists, so that the "
+        "agent answers in text only.")] = False,
     set_: SetOpt = None,
 ) -> None:
     """Serve a model role to agent CLIs on 127.0.0.1: OpenAI Chat Completions and Responses,
@@ -78,17 +87,38 @@ def serve_command(
         overrides.insert(0, f"model.{role}.n_ctx={AGENT_WINDOW}")
     resolved = load_config(config, overrides)
     client = build_clients(resolved, replay=replay, roles=(role,))[role]
-    sock = listen(host, port)
+    sock = listen(host, port) if unix_socket is None else _listen_unix(unix_socket)
     app = create_app(ClientScopes(client, record), key=key or None, model_name=model_name,
                      count_tokens=getattr(client.model, "count_tokens", None),
-                     loopback_only=host in LOOPBACK)
-    base = address(host, sock.getsockname()[1]).rstrip("/")
+                     loopback_only=host in LOOPBACK, no_tools=no_tools)
+    base = (address(host, sock.getsockname()[1]).rstrip("/") if unix_socket is None
+            else f"unix:{unix_socket}")
     backend = "replay" if replay else getattr(resolved.config.model, role).backend
     _print_start(role, backend, base, key is not None)
     try:
         make_server(app).run(sockets=[sock])
     finally:
         _print_usage(client.meter.stages.get(role, {}))
+
+
+def _listen_unix(path: Path) -> socket.socket:
+    """A UNIX socket at ``path`` that only this user may connect to, listening; a stale
+    socket file is replaced, anything else there is refused."""
+    if path.exists() and not path.is_socket():
+        raise SkillgradError(f"--socket {path}: exists and is not a socket")
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # created 0600: no moment in which another user may connect
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise SkillgradError(f"--socket {path}: cannot listen there "
+                             f"({exc.strerror or exc})") from None
+    finally:
+        os.umask(old)
+    sock.listen(128)
+    return sock
 
 
 def _require_extra() -> None:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.models.base import ChatModel
-from skillgrad.models.messages import ChatRequest, Completion, Message
+from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Message
 from skillgrad.records import RolloutResult, Task
 
 Split = Literal["train", "val", "test"]
@@ -83,3 +83,44 @@ def single_turn(model: ChatModel, skill: str, content: str | list[dict[str, Any]
     completion = model.complete(ChatRequest(messages=(system, user), max_tokens=max_tokens,
                                             temperature=temperature))
     return system, user, completion
+
+
+def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -> RolloutResult:
+    """``env.rollout``, with what an agent target did put into the result: every environment
+    gets its agent's real trajectory (turns, tool calls, outputs, exit codes) after its own
+    messages, and ``metadata["agent"]``: whether the skill was loaded, the files changed, the
+    model calls and tool calls made. A target that is no agent leaves the result as it is."""
+    recorder = _TraceRecorder(model)
+    result = env.rollout(task, skill, recorder)
+    traces = recorder.traces
+    if not traces:
+        return result
+    loads = [t.skill_loaded for t in traces if t.skill_loaded is not None]
+    summary = {
+        "cli": traces[0].agent,
+        "placement": traces[0].placement,
+        "skill_loaded": any(loads) if loads else None,
+        "files_changed": list(dict.fromkeys(f for t in traces for f in t.files_changed)),
+        "calls": sum(t.calls for t in traces),
+        "tool_calls": sum(len(m.tool_calls or ()) for t in traces for m in t.messages),
+    }
+    messages = result.messages + tuple(m for t in traces for m in t.messages)
+    return result.model_copy(update={"messages": messages,
+                                     "metadata": {**result.metadata, "agent": summary}})
+
+
+class _TraceRecorder:
+    """The target, keeping the agent traces of the completions it returns (one rollout's)."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self._model = model
+        self.traces: list[AgentTrace] = []
+
+    def complete(self, request: ChatRequest) -> Completion:
+        completion = self._model.complete(request)
+        if completion.trace is not None:
+            self.traces.append(completion.trace)
+        return completion
+
+    def __getattr__(self, name: str) -> Any:  # the target's other attributes, as they are
+        return getattr(self._model, name)

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from skillgrad.envs.base import Environment, Split
+from skillgrad.envs.base import Environment, Split, traced_rollout
 from skillgrad.errors import ConfigError, ExecutionError
 from skillgrad.execution.settings import ExecutionSettings, ModelSpec
 from skillgrad.models.base import ChatModel, Metered
@@ -120,7 +120,7 @@ class RolloutWorker:
 
     def _episode(self, task: Task, skill: str) -> None:
         try:
-            result = self.env.rollout(task, skill, _Relay(self._outbox, self._inbox))
+            result = traced_rollout(self.env, task, skill, _Relay(self._outbox, self._inbox))
         except BaseException as exc:  # noqa: BLE001 - the boundary: every error goes home
             self._outbox.put(("failed", _portable(exc)))
         else:

@@ -1,7 +1,7 @@
 """The coding-agent CLIs skillgrad runs headless and offline, and how: the arguments of a
 one-request run, the environment and config files that point each at a loopback endpoint
 (``skillgrad serve``) with its updates and telemetry off, its shell tool, and where it writes
-its session log (what :mod:`skillgrad.sleep.harvest` reads).
+its session log (what :mod:`skillgrad.traces` reads).
 
 Placeholders: ``{prompt}`` in the arguments is the request; ``{url}`` (the endpoint's base URL,
 ``http://127.0.0.1:PORT[/r/TAG]``) and ``{home}`` (the run's HOME) in the environment and the
@@ -30,6 +30,9 @@ class AgentCLI:
     argv: tuple[str, ...]
     sessions: tuple[str, ...]
     shell_tool: str
+    agent: str = ""  # its name in skillgrad.agentskills.AGENTS (session adapters, memory files)
+    skills: str = ""  # the folder under HOME it reads user skills from (<skills>/<name>/SKILL.md)
+    memory: str = ""  # the user memory file under HOME it puts into every request
     shell_key: str = "command"
     shell_extra: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -63,7 +66,7 @@ class AgentCLI:
 
 _OPENAI_COMPATIBLE = {  # OpenCode's provider of an OpenAI-compatible endpoint
     "npm": "@ai-sdk/openai-compatible", "name": "skillgrad",
-    "options": {"baseURL": "{url}/v1", "apiKey": "dummy"},
+    "options": {"baseURL": "{url}/v1", "apiKey": "dummy", "timeout": 3600000},
     "models": {"skillgrad": {"name": "skillgrad"}}}
 
 AGENT_CLIS: dict[str, AgentCLI] = {
@@ -71,27 +74,31 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         "codex", ("exec", "--skip-git-repo-check", "--json", "{prompt}"),
         sessions=("codex/sessions/*/*/*/rollout-*.jsonl",),
         shell_tool="exec_command", shell_key="cmd",
+        agent="codex", skills="codex/skills", memory="codex/AGENTS.md",
         env={"CODEX_HOME": "{home}/codex", "SKILLGRAD_KEY": "dummy"},
         files={"codex/config.toml": (
             'model = "skillgrad"\nmodel_provider = "skillgrad"\n'
             "check_for_update_on_startup = false\n[model_providers.skillgrad]\n"
             'name = "skillgrad"\nbase_url = "{url}/v1"\nenv_key = "SKILLGRAD_KEY"\n'
-            'wire_api = "responses"\n[analytics]\nenabled = false\n'
+            'wire_api = "responses"\nstream_idle_timeout_ms = 3600000\n'
+            "request_max_retries = 0\nstream_max_retries = 0\n[analytics]\nenabled = false\n"
             "[feedback]\nenabled = false\n")}),
     "claude": AgentCLI(
         "claude", ("-p", "{prompt}", "--output-format", "json", "--allowedTools", "Bash"),
         sessions=("claude/projects/*/*.jsonl",),
         shell_tool="Bash", shell_extra={"description": "List files"},
+        agent="claude_code", skills="claude/skills", memory="claude/CLAUDE.md",
         env={"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "dummy",
              "CLAUDE_CONFIG_DIR": "{home}/claude", "DISABLE_AUTOUPDATER": "1",
              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-             "DISABLE_ERROR_REPORTING": "1"}),
+             "DISABLE_ERROR_REPORTING": "1", "API_TIMEOUT_MS": "3600000"}),
     "gemini": AgentCLI(
         "gemini", ("-p", "{prompt}", "-m", "skillgrad", "--approval-mode", "yolo",
                    "--output-format", "json"),
         sessions=(".gemini/tmp/*/chats/session-*.jsonl", ".gemini/tmp/*/.project_root",
                   ".gemini/projects.json"),
         shell_tool="run_shell_command",
+        agent="gemini", skills=".gemini/skills", memory=".gemini/GEMINI.md",
         env={"GOOGLE_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "dummy",
              "GEMINI_CLI_TRUST_WORKSPACE": "true"},
         files={".gemini/settings.json": json.dumps({
@@ -102,6 +109,7 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         "opencode", ("run", "{prompt}", "-m", "skillgrad/skillgrad"),
         sessions=(".local/share/opencode/opencode.db", ".local/share/opencode/storage/**/*"),
         shell_tool="bash", shell_extra={"description": "List files"},
+        agent="opencode", skills=".config/opencode/skills", memory=".config/opencode/AGENTS.md",
         env={"XDG_CONFIG_HOME": "{home}/.config", "XDG_DATA_HOME": "{home}/.local/share",
              "XDG_CACHE_HOME": "{home}/.cache", "XDG_STATE_HOME": "{home}/.local/state",
              "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
@@ -112,6 +120,7 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         "copilot", ("-p", "{prompt}", "--allow-all-tools"),
         sessions=(".copilot/session-state/*/events.jsonl",),
         shell_tool="bash", shell_extra={"description": "List files"},
+        agent="copilot", skills=".copilot/skills", memory=".copilot/copilot-instructions.md",
         env={"COPILOT_HOME": "{home}/.copilot", "COPILOT_OFFLINE": "true",
              "COPILOT_PROVIDER_BASE_URL": "{url}/v1", "COPILOT_PROVIDER_API_KEY": "dummy",
              "COPILOT_MODEL": "skillgrad"}),

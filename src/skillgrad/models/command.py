@@ -236,7 +236,7 @@ class CommandModel:
             ) from None
         finally:
             # On timeout or interruption, and for helpers the program left running.
-            _stop_group(proc)
+            stop_group(proc)
         return proc.returncode, out, err
 
     def _clean(self, text: str) -> str:
@@ -329,7 +329,7 @@ def _excerpt(text: str, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the program's whole process group and reap the program."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -65,14 +65,34 @@ class ChatRequest(_Frozen):
                                {"kind", "workspace"})
 
 
+class AgentTrace(_Frozen):
+    """What an agent target did for one request, read back from its own session log: its
+    turns after the request (``assistant`` messages with their tool calls, ``tool`` messages
+    with each call's output and exit code), whether it loaded the skill, and the files it
+    changed.
+
+    ``skill_loaded`` is None where the skill was only placed in a memory file (which every
+    request carries), so loading it was no choice of the agent's; ``calls`` counts the model
+    calls the agent made."""
+
+    agent: str
+    messages: tuple[Message, ...] = ()
+    skill_loaded: bool | None = None
+    files_changed: tuple[str, ...] = ()
+    calls: int = 0
+    placement: str = ""  # skill, instructions or both: where the skill was put
+
+
 class Completion(_Frozen):
-    """What a model answered. ``finish_reason`` is ``"length"`` when the reply was cut off."""
+    """What a model answered. ``finish_reason`` is ``"length"`` when the reply was cut off.
+    ``trace``: an agent target's own trajectory behind the answer."""
 
     text: str
     usage: Usage = Usage()
     finish_reason: str = "stop"
     model: str = ""
     tool_calls: list[dict[str, Any]] | None = None
+    trace: AgentTrace | None = None
 
     @property
     def truncated(self) -> bool:

@@ -59,8 +59,9 @@ class Server:
 
     def __init__(self, scopes: Scopes, *, key: str | None = None, model_name: str = "skillgrad",
                  count_tokens: Callable[[str], int] | None = None,
-                 loopback_only: bool = True) -> None:
+                 loopback_only: bool = True, no_tools: bool = False) -> None:
         self.scopes = scopes
+        self.no_tools = no_tools
         self.key = key
         self.model_name = model_name
         self.count = count_tokens or estimate_tokens
@@ -75,6 +76,8 @@ class Server:
             turn = _read(fmt, await _body(request), model)
             if stream is not None:
                 turn = replace(turn, stream=stream)
+            if self.no_tools and turn.request.tools:  # the agent is to answer in text only
+                turn = replace(turn, request=turn.request.model_copy(update={"tools": None}))
             tag = _tag(request)
             chat_model = self.scopes.model_for(tag)
             log.debug("serve: %s call (rollout %s): %d messages, %d tools", type(fmt).__name__,

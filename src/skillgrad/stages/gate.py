@@ -130,6 +130,9 @@ def decide(
               "gated": rule.use_gate, "rule": rule.describe(),
               "bonus": bonus[0] - bonus[1] if rule.density_weight else None}
     passed, why, extra = _judge(candidate, current, rule, c - cur, bonus[0] - bonus[1])
+    unloaded = never_loaded(candidate)
+    if unloaded:
+        passed, why = False, unloaded
     if passed and rule.use_gate and rule.no_regression:
         worse = _regressed(candidate, current, rule)
         if worse:
@@ -146,6 +149,20 @@ def decide(
         return GateDecision(decision="accept", reason=f"gate off: adopted although {why}",
                             **common, **extra)
     return GateDecision(decision="reject", reason=why, **common, **extra)
+
+
+def never_loaded(candidate: EvalScore) -> str | None:
+    """Why a candidate cannot be judged, when an agent target never loaded it on any
+    selection task: its score is then the agent's without any skill, whatever it says, so it
+    neither passes nor ties. None when it was loaded at least once (or loading is not the
+    agent's choice)."""
+    if not candidate.body_on_load or candidate.skill_loads is None or \
+            candidate.skill_loads[0] > 0:
+        return None
+    n = candidate.skill_loads[1]
+    return (f"the agent never loaded the candidate skill on the {n} selection task"
+            f"{'s' if n != 1 else ''}, so its score is not the skill's (its description decides "
+            "whether an agent loads it)")
 
 
 def _regressed(candidate: EvalScore, current: EvalScore, rule: GateRule) -> list[str]:

@@ -28,6 +28,9 @@ def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str
             text += "\n(tool calls: " + ", ".join(str(c) for c in msg.tool_calls) + ")"
         lines.append(f"[{msg.role}] {text}")
     body = clip_middle("\n".join(lines), max_chars)
+    note = agent_note(result)
+    if note:
+        body += "\n" + note
     # The verdict follows the answer it judges: read in order, the failure explains itself.
     verdict = "solved" if result.success else f"FAILED: {result.reason or 'wrong answer'}"
     return (
@@ -61,6 +64,9 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         else:
             lines.append(f"Its reply: {clip_middle(r.answer or '(none)', 300)}")
         lines.append(f"Expected: {clip_middle(expected, 300)}")
+        note = agent_note(r)
+        if note:
+            lines.append(note)
         kind, relation = compare_reply(r.answer, _alternatives(reference))
         if kind:
             lines.append(f"So: its reply {relation}.")
@@ -69,6 +75,24 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
     kinds = Counter(relations).most_common(3)
     head = "".join(f"- {n} of {len(batch)} replies {kind}\n" for kind, n in kinds)
     return (head + "\n" if head else "") + "\n".join(parts)
+
+
+def agent_note(result: RolloutResult) -> str:
+    """What an agent target's rollout adds: its calls, the files it changed, and above all
+    whether it loaded the skill (a rule the agent never read cannot have helped or hurt)."""
+    agent = result.metadata.get("agent")
+    if not isinstance(agent, dict):
+        return ""
+    files = agent.get("files_changed") or []
+    line = (f"(The agent, {agent.get('cli')}, made {agent.get('calls', 0)} model calls and "
+            f"{agent.get('tool_calls', 0)} tool calls; files it changed: "
+            f"{', '.join(files[:8]) if files else 'none'}.)")
+    if agent.get("skill_loaded") is False:
+        line += ("\nThe agent never loaded the skill on this task: it saw only the skill's "
+                 "name and description, not its body, so no rule of the body was followed or "
+                 "broken here. Whether an agent loads the skill is decided by the description "
+                 "in its front matter.")
+    return line
 
 
 _WORD = re.compile(r"\w+")

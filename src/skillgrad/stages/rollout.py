@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from skillgrad.envs.base import Environment
+from skillgrad.envs.base import Environment, traced_rollout
 from skillgrad.models.base import ChatModel
 from skillgrad.models.limits import PromptTooLarge
 from skillgrad.parallel import fan_out
@@ -30,7 +30,7 @@ def rollout(
 
     def one(task: Task) -> RolloutResult:
         try:
-            result = env.rollout(task, skill, model)
+            result = traced_rollout(env, task, skill, model)
         except PromptTooLarge as exc:
             raise exc.at(task=task.id) from exc
         if result.task_id != task.id:
@@ -52,4 +52,16 @@ def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> Eval
         hard=sum(r.hard for r in results) / n if n else 0.0,
         soft=sum(r.soft for r in results) / n if n else 0.0,
         per_task={r.task_id: (r.hard, r.soft) for r in results},
+        skill_loads=skill_loads(results),
+        body_on_load=any(isinstance(r.metadata.get("agent"), dict)
+                         and r.metadata["agent"].get("placement") == "skill" for r in results),
     )
+
+
+def skill_loads(results: Sequence[RolloutResult]) -> tuple[int, int] | None:
+    """(rollouts that loaded the skill, rollouts where loading was the agent's choice), or
+    None where no rollout's agent chose (no agent target, or the skill in its memory file)."""
+    seen = [r.metadata["agent"]["skill_loaded"] for r in results
+            if isinstance(r.metadata.get("agent"), dict)
+            and r.metadata["agent"].get("skill_loaded") is not None]
+    return (sum(bool(s) for s in seen), len(seen)) if seen else None
