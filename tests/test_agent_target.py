@@ -138,3 +138,14 @@ def test_a_candidate_the_agent_never_loaded_is_not_judged_on_its_score() -> None
                              metadata={"agent": {"skill_loaded": i < 1}}) for i in range(3)]
     assert score(results, "val", "h").skill_loads == (1, 3)
     assert not score(results, "val", "h").body_on_load
+
+
+def test_a_workspace_counts_by_its_name_so_a_replay_finds_the_call() -> None:
+    def request(folder: str) -> ChatRequest:
+        return ChatRequest(messages=(Message(role="user", content="fix it"),), workspace=folder)
+
+    assert request("/tmp/a1/skillgrad-replay-t1-abc").identity() == \
+        request("/tmp/b2/skillgrad-replay-t1-abc").identity()
+    assert request("/tmp/a1/skillgrad-replay-t1-abc").identity() != \
+        request("/tmp/a1/skillgrad-replay-t2-abc").identity()
+    assert "workspace" not in ChatRequest(messages=request("x").messages).identity()

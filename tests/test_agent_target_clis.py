@@ -100,3 +100,27 @@ def test_a_skill_the_agent_does_not_load_is_reported_unloaded(tmp_path: Path) ->
         model.close()
     assert done.text == "I answer without the skill."
     assert done.trace is not None and done.trace.skill_loaded is False
+
+
+def test_an_agent_cli_as_the_optimizer_answers_in_json_without_tools(tmp_path: Path) -> None:
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(json.dumps({"model": {"target": {
+        "backend": "scripted",
+        "rules": [{"when": ["Reply with one JSON object only", "\"edits\""],
+                   "reply": {"edits": [{"op": "append", "content": "- Count with ls."}]}}],
+        "default": "no schema seen"}}}))
+    options = AgentOptions(cli="claude", binary=agentcli.binary("claude"), serve=serve,
+                           role="optimizer", tools=False, timeout=170)
+    model = AgentBackend.create(options, tmp_path)
+    schema = {"type": "object", "properties": {"edits": {"type": "array"}},
+              "required": ["edits"]}
+    try:
+        done = model.complete(ChatRequest(messages=(
+            Message(role="system", content="You improve skills."),
+            Message(role="user", content="Propose one edit.")), json_schema=schema))
+        served = [c for tag in model.served.tags() for c in model.served.journal(tag)]
+    finally:
+        model.close()
+    assert json.loads(done.text) == {"edits": [{"op": "append", "content": "- Count with ls."}]}
+    assert served and all(not c["request"].get("tools") for c in served)
+    assert done.trace is not None and done.trace.skill_loaded is None

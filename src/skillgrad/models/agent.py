@@ -145,6 +145,11 @@ class AgentModel:
         self.identity = identity
         self.endpoint = f"agent:{options.cli}"
 
+    @property
+    def served(self) -> ServedModel | None:
+        """The model skillgrad serves to the agent (None with an endpoint of one's own)."""
+        return self._served
+
     def close(self) -> None:
         """Stop the served model (also done at exit)."""
         if self._served is not None:
@@ -165,6 +170,7 @@ class AgentModel:
             tag = f"{self._options.cli}-{os.getpid()}-{next(self._tags)}"
         with tempfile.TemporaryDirectory(prefix="skillgrad-agent-") as scratch:
             home = Path(scratch) / "home"
+            home.mkdir()
             work = Path(request.workspace) if request.workspace else Path(scratch) / "work"
             work.mkdir(parents=True, exist_ok=True)
             env = self._environment(home, tag)

@@ -6,6 +6,7 @@ sent and received.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -54,15 +55,21 @@ class ChatRequest(_Frozen):
     # ...), or None for a task. It labels the call (test doubles route on it) and is not part
     # of its identity: journals, caches and recordings key requests without it.
     kind: str | None = None
-    # A folder the call works in (an agent's working copy: the sleep environment's git
-    # worktree); only backends that run a program in a folder take it (``command``).
+    # A folder the call works in (an agent's working copy: a git worktree of the task's
+    # repository at its commit); only backends that run a program in a folder take it
+    # (``command``, ``agent``).
     workspace: str | None = None
 
     def identity(self) -> dict[str, Any]:
         """The request as JSON data, without its label: what keys it in a journal or cache.
-        (No workspace is no key at all, so requests made before the field keep their keys.)"""
-        return self.model_dump(mode="json", exclude={"kind"} if self.workspace else
-                               {"kind", "workspace"})
+        A workspace counts by its folder's name alone (environments name it after the task
+        and the skill; where it lies is a throwaway detail, so a replay finds the call). No
+        workspace is no key at all, so requests made before the field keep their keys."""
+        if not self.workspace:
+            return self.model_dump(mode="json", exclude={"kind", "workspace"})
+        data = self.model_dump(mode="json", exclude={"kind"})
+        data["workspace"] = PurePath(self.workspace).name
+        return data
 
 
 class AgentTrace(_Frozen):

@@ -75,7 +75,12 @@ def main(argv: list[str]) -> int:
     cwd = None
     while options:
         if options[0] == "--bind" and len(options) >= 3:
-            subprocess.run(["mount", "--bind", options[1], options[2]], check=True)
+            done = subprocess.run(["mount", "--bind", options[1], options[2]],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"cannot mount {options[1]} at {options[2]}: "
+                      f"{done.stderr.strip() or done.returncode}", file=sys.stderr)
+                return 125
             options = options[3:]
         elif options[0] == "--cd" and len(options) >= 2:
             cwd, options = options[1], options[2:]

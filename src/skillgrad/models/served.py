@@ -11,9 +11,11 @@ of the web stack.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from typing import Any
 from skillgrad.errors import ConfigError
 
 _START_TIMEOUT = 600.0  # a local model's first load can be slow on a small machine
+_PR_SET_PDEATHSIG = 1
 _URL = re.compile(r"at (http://127\.0\.0\.1:\d+)")
 
 
@@ -50,7 +53,8 @@ class ServedModel:
                 "--record", str(folder / "calls")] + (["--no-tools"] if no_tools else [])
         log = (folder / "serve.log").open("wb")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
@@ -76,6 +80,11 @@ class ServedModel:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    def tags(self) -> list[str]:
+        """The tags served so far."""
+        calls = self._folder / "calls"
+        return sorted(p.name for p in calls.iterdir()) if calls.is_dir() else []
+
     def stop(self) -> None:
         """Stop the server and remove its folder."""
         if self._proc.poll() is None:
@@ -86,6 +95,13 @@ class ServedModel:
                 self._proc.kill()
                 self._proc.wait()
         shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the child: be stopped when the process that started it dies, however it dies (a
+    killed trainer must not leave a model serving)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _answers(path: str) -> bool:

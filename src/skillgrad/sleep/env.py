@@ -35,8 +35,8 @@ class SleepOptions(EnvOptions):
     tasks_path: Path = Field(description="the night's tasks.json")
     skill: str | None = Field(None, description="only the tasks routed to this skill")
     mode: Literal["text", "agent"] = Field(
-        "text", description="text: the target answers in one reply; agent: the target (a "
-        "command backend running the user's agent CLI) works in a git worktree of the "
+        "text", description="text: the target answers in one reply; agent: the target (the "
+        "user's agent CLI, backend: agent) works in a git worktree of the "
         "project at the task's commit, and the task's checks run there")
     repo: Path | None = Field(None, description="agent mode: the git repository (default: "
                               "the tasks file's project)")
