@@ -320,7 +320,8 @@ model:
     assert flat["model.target.base_url"] == "https://api.minimax.io/v1"
     assert flat["model.target.model"] == "MiniMax-M2.7"  # minimax_model beats model.target
     assert flat["model.target.temperature"] == 0.7
-    assert flat["model.target.extra_body.chat_template_kwargs.enable_thinking"] is False
+    # SkillOpt's current main sends MiniMax's own top-level thinking field; M2 always thinks.
+    assert flat["model.target.extra_body.thinking.type"] == "adaptive"
 
 
 def test_an_openai_compatible_endpoint_through_openai_chat(
@@ -338,10 +339,11 @@ model:
 @pytest.mark.parametrize(("text", "match"), [
     ("model: {target_azure_openai_api_key: " + KEY + "}\n",
      r"model.target_azure_openai_api_key: skillgrad reads API keys only from environment"),
-    ("model: {target_backend: codex_exec}\n", r"model.target_backend: 'codex_exec' runs the Codex"),
-    ("model: {target_backend: claude_code_exec}\n", r"'claude_code_exec' runs the Claude Code"),
-    ("model: {optimizer_backend: codex_exec}\n", r"not a optimizer backend of SkillOpt 0.2.0"),
-    ("model: {optimizer_backend: minimax_chat}\n", r"sends its calls to Azure OpenAI"),
+    ("model: {target_backend: codex_exec}\n",  # an agent CLI: its local model is not named
+     r"model.target_backend: SkillOpt's codex_exec runs codex against its vendor's hosted"),
+    ("model: {optimizer_backend: claude_code_exec}\n", r"not a optimizer backend of SkillOpt 0.2.0"),
+    ("model: {optimizer_backend: minimax_chat}\n",  # MiniMax's model follows the target's
+     r"asks MiniMax for its one MiniMax deployment, here the target's model \('gpt-5.5'\)"),
     ("model: {target_backend: grok_chat}\n", r"'grok_chat' is not a target backend"),
     ("model: {target: gpt-5.2-codex}\n", r"Responses API"),
     ("model: {azure_openai_auth_mode: kerberos}\n", r"auth mode 'kerberos'"),

@@ -152,7 +152,14 @@ def _timeout(work: Work, name: str, fields: Mapping[str, Any]) -> None:
     if name in OWN and name not in _CALL_TIMEOUT:
         return  # not read by this benchmark's adapter: noted with the other common keys
     backend = work.out.get("model.target.backend", work.peek("model.target.backend"))
-    if backend in ("openai_compatible", "command"):
+    origin = work.origins.get("model.target.timeout", "SkillOpt's")
+    if work.backends.get("target") == "minimax_chat":
+        work.note("env.exec_timeout", "inert", "SkillOpt does not hand it to its minimax_chat "
+                  "target ($MINIMAX_TIMEOUT_SECONDS, 300 s, limits each call)")
+    elif "model.target.timeout" in work.out and "SkillOpt's" not in origin and \
+            not origin.startswith("$"):  # a variable SkillOpt reads is SkillOpt's setting
+        work.note("env.exec_timeout", "inert", "model.target.timeout, given beside it, decides")
+    elif backend in ("openai_compatible", "command", "agent"):
         work.keep("env.exec_timeout", target="model.target.timeout")
     else:
         work.note("env.exec_timeout", "ignored",

@@ -50,6 +50,10 @@ def sectioned(raw: Mapping[str, Any], origins: dict[str, str],
     """The flat config as sections; ``origins`` and ``where`` are rekeyed to match, each
     saying which flat key a value came from."""
     out: dict[str, Any] = {}
+    # A key given both ways: the section's wins, as in SkillOpt's loader (and a --set of a
+    # section, model.target={serve: ...}, replaces the flat target_model).
+    given = {f"{key}.{inner}" for key, value in raw.items()
+             if key in SECTIONS and isinstance(value, dict) for inner in value}
     for key, value in raw.items():
         if key in SECTIONS and isinstance(value, dict):
             for inner, item in value.items():
@@ -57,6 +61,10 @@ def sectioned(raw: Mapping[str, Any], origins: dict[str, str],
             continue
         dotted = _RENAMED.get(key) or (f"{_SECTION_OF[key]}.{key}" if key in _SECTION_OF
                                        else f"env.{key}")
+        if dotted in given:
+            for table in (origins, where):
+                table.pop(key, None)
+            continue
         out[dotted] = value
         for table in (origins, where):
             if key in table:

@@ -27,6 +27,7 @@ class Work:
         self.where: dict[str, str] = {}
         self.notes: list[CompatNote] = []
         self.environ, self.cwd = environ, cwd
+        self.backends: dict[str, str] = {}  # SkillOpt's backend of each role, once chosen
 
     # ---------------------------------------------------------------- reading
 
@@ -43,9 +44,12 @@ class Work:
         return [k for k in self.src if k.startswith(prefix)]
 
     def at(self, key: str) -> str:
-        """``FILE:LINE`` (or ``--set``) of a key as the user wrote it."""
+        """``FILE:LINE`` (or ``--set``) of a key as the user wrote it (or of the section
+        holding it, for a key given inside a section: ``--set 'model.target={serve: x}'``)."""
         files = [w.split(":", 1)[0] for w in self._where.values() if w != "--set"]
-        return self._where.get(key) or self._origins.get(key) or (files[-1] if files else "config")
+        parent = key.rpartition(".")[0]
+        return (self._where.get(key) or self._origins.get(key) or _inside(self._where, parent)
+                or _inside(self._origins, parent) or (files[-1] if files else "config"))
 
     # ---------------------------------------------------------------- writing
 
@@ -57,10 +61,10 @@ class Work:
         self.src.pop(key, None)
         name = target or key
         self.out[name] = value
-        base = self._origins.get(key, "")
+        base = _inside(self._origins, key) or ""
         renamed = name != key and "(as SkillOpt's" not in base
         suffix = f" (as SkillOpt's {key})" if renamed else ""
-        self.origins[name] = self._origins.get(key, "defaults") + suffix
+        self.origins[name] = (base or "defaults") + suffix
         self.where[name] = self.at(key) + suffix
 
     def put(self, target: str, value: Any, reason: str, *, source: str = "") -> None:
@@ -96,3 +100,12 @@ class Work:
         if isinstance(value, list):
             return [self.path(v) for v in value]
         return value
+
+
+def _inside(table: dict[str, str], key: str) -> str | None:
+    """``table``'s entry of ``key``, else of the nearest section holding it."""
+    while key:
+        if key in table:
+            return table[key]
+        key = key.rpartition(".")[0]
+    return None
