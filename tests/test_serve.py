@@ -398,3 +398,20 @@ def test_gemini_calls_without_ids_and_upper_case_schemas(
     assert_second_turn(sent, call_id=sent.messages[2].tool_calls[0]["id"])  # type: ignore[index]
     counted = post(f"{url}/v1beta/models/gem:countTokens", {"contents": GEMINI_SECOND})
     assert counted.json()["totalTokens"] > 5
+
+
+def test_a_slow_answer_streams_its_headers_at_once_and_keeps_the_line_alive() -> None:
+    """A local model reading an agent's first prompt takes minutes; the client must see
+    headers and bytes meanwhile (comments; newlines for Gemini's reader, which takes only
+    data lines), then the events as usual."""
+    model = ScriptedModel(replies=[FINAL, FINAL], delay=0.5)
+    app = create_app(ClientScopes(ModelClient(model, "target")), keepalive=0.05)
+    with running(app) as url:
+        chat = post(f"{url}/v1/chat/completions", {"model": "m", "stream": True,
+                                                   "messages": CHAT_FIRST}).text
+        gemini = post(f"{url}/v1beta/models/m:streamGenerateContent?alt=sse",
+                      {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}).text
+    assert chat.startswith(": the model is working\n\n")
+    assert [d for _, d in sse(chat.replace(": the model is working\n\n", ""))][-1] == "[DONE]"
+    assert gemini.startswith("\n") and gemini.lstrip("\n").startswith("data: ")
+    assert FINAL in gemini

@@ -39,10 +39,12 @@ def test_a_real_agent_cli_runs_a_tool_through_skillgrad_serve(name: str, tmp_pat
     config.write_text(json.dumps({"model": {"target": {
         "backend": "scripted", "rules": [{"when": "[tool]", "reply": ANSWER},
                                          {"when": "title generator", "reply": "Files"}],
-        "default": {"tool_calls": [agent.shell_call("ls")]}}}}))
+        "default": {"tool_calls": [agent.shell_call("ls")]},
+        "delay": 1.0}}}))  # over --keepalive: each answer comes after SSE comments
     env = agent.prepare(home, f"http://127.0.0.1:8400/r/{name}-1")
     serve = shlex.join([sys.executable, "-m", "skillgrad.cli", "serve", str(config),
-                        "--port", "8400", "--record", str(record)])
+                        "--port", "8400", "--record", str(record),
+                        "--keepalive", "0.3"])
     script = f"""
         ip link set lo up
         {serve} > {tmp_path}/serve.out 2> {tmp_path}/serve.err & server=$!

@@ -60,6 +60,9 @@ def serve_command(
         "--socket", metavar="PATH", help="Listen on this UNIX socket (mode 0600) instead of a "
         "port: an agent CLI in a network namespace of its own reaches it through a relay "
         "(the agent backend's isolate).", show_default=False)] = None,
+    keepalive: Annotated[float, typer.Option(
+        "--keepalive", metavar="SECONDS", min=0.05, help="A streamed answer not ready after "
+        "SECONDS gets its headers at once and an SSE comment as often until it is.")] = 5.0,
     no_tools: Annotated[bool, typer.Option(
         "--no-tools", help="Offer the model none of the tools a request lists, so that the "
         "agent answers in text only.")] = False,
@@ -90,7 +93,8 @@ def serve_command(
     sock = listen(host, port) if unix_socket is None else _listen_unix(unix_socket)
     app = create_app(ClientScopes(client, record), key=key or None, model_name=model_name,
                      count_tokens=getattr(client.model, "count_tokens", None),
-                     loopback_only=host in LOOPBACK, no_tools=no_tools)
+                     loopback_only=host in LOOPBACK, no_tools=no_tools,
+                     keepalive=keepalive)
     base = (address(host, sock.getsockname()[1]).rstrip("/") if unix_socket is None
             else f"unix:{unix_socket}")
     backend = "replay" if replay else getattr(resolved.config.model, role).backend

@@ -12,17 +12,21 @@ probe at start: ``GET /v1/models`` (one list readable as OpenAI's and Anthropic'
 ``GET /v1beta/models``, ``GET`` / ``HEAD /``.
 
 The answer is computed whole, then streamed: the client layer's journal, cache and replay
-hold whole answers, so a stream is the same answer cut into the format's events.
+hold whole answers, so a stream is the same answer cut into the format's events. A stream
+whose answer takes more than a few seconds gets its headers at once and SSE comments while
+the model works (a local model reads an agent's first prompt for minutes, longer than a
+client waits for a first byte).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -48,6 +52,9 @@ from skillgrad.skill import estimate_tokens
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+# A streamed answer not ready after this many seconds gets its headers at once, and an SSE
+# comment as often until it is.
+KEEPALIVE = 5.0
 _GEMINI_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
 
 
@@ -59,8 +66,10 @@ class Server:
 
     def __init__(self, scopes: Scopes, *, key: str | None = None, model_name: str = "skillgrad",
                  count_tokens: Callable[[str], int] | None = None,
-                 loopback_only: bool = True, no_tools: bool = False) -> None:
+                 loopback_only: bool = True, no_tools: bool = False,
+                 keepalive: float = KEEPALIVE) -> None:
         self.scopes = scopes
+        self.keepalive = keepalive
         self.no_tools = no_tools
         self.key = key
         self.model_name = model_name
@@ -82,14 +91,18 @@ class Server:
             chat_model = self.scopes.model_for(tag)
             log.debug("serve: %s call (rollout %s): %d messages, %d tools", type(fmt).__name__,
                       tag or "-", len(turn.request.messages), len(turn.request.tools or ()))
-            completion = await run_in_threadpool(_complete, chat_model, turn.request)
+            work = asyncio.ensure_future(run_in_threadpool(_complete, chat_model, turn.request))
+            if turn.stream:  # answered soon: as usual; else headers now, the answer later
+                await asyncio.wait({work}, timeout=self.keepalive)
+                if not work.done():
+                    return _stream(_late(fmt, turn, work, self.keepalive))
+            completion = await work
         except WireError as exc:
             return _refusal(fmt, exc)
         answer = Answer.of(completion, turn.request)
         if not turn.stream:
             return JSONResponse(fmt.reply(turn, answer))
-        return StreamingResponse(fmt.events(turn, answer), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return _stream(fmt.events(turn, answer))
 
     async def count_tokens(self, request: Request, fmt: WireFormat, field: str,
                            model: str | None = None) -> Response:
@@ -236,6 +249,35 @@ def _complete(model: Any, request: ChatRequest) -> Any:
         raise WireError(str(exc), "unavailable") from exc
     except (RunStopped, SkillgradError) as exc:  # e.g. a handoff backend waiting for answers
         raise WireError(str(exc), "unavailable") from exc
+
+
+def _stream(events: Any) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
+
+
+async def _late(fmt: WireFormat, turn: Any, work: asyncio.Future[Any],
+                every: float) -> AsyncIterator[bytes]:
+    """The stream of an answer that takes long (a local model reading an agent's first
+    prompt): an SSE comment now and then until it is ready, so that no client gives up
+    waiting for its first byte (Node's fetch does after 300 s), then the answer's events; a
+    refusal that comes after the headers went out is the format's error event."""
+    # Gemini's client reads only "data:" lines after any whitespace, so it gets a newline;
+    # the others, an SSE comment.
+    beat = b"\n" if isinstance(fmt, Gemini) else b": the model is working\n\n"
+    while not work.done():
+        yield beat
+        await asyncio.wait({work}, timeout=every)
+    try:
+        completion = work.result()
+    except WireError as exc:
+        log.warning("serve: refused (%s): %s", exc.kind, exc)
+        body = json.dumps(fmt.error(exc)[1]).encode()
+        yield (b"event: error\n" if isinstance(fmt, Messages) else b"") + b"data: " + body + \
+            b"\n\n"
+        return
+    for chunk in fmt.events(turn, Answer.of(completion, turn.request)):
+        yield chunk
 
 
 def _refusal(fmt: WireFormat, error: WireError) -> Response:
