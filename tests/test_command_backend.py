@@ -339,3 +339,13 @@ def test_config_selects_and_validates_the_backend(toy_dir: Path) -> None:
 def test_option_errors(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         CommandOptions.model_validate(options)
+
+
+def test_the_program_s_pwd_is_its_workspace(tmp_path: Path) -> None:
+    """OpenCode takes its folder from $PWD: an inherited one would send it to the caller's
+    checkout instead of the task's working copy."""
+    work = tmp_path / "work"
+    work.mkdir()
+    model = make(tmp_path, [sys.executable, "-c", "import os; print(os.environ['PWD'])"])
+    request = ask("where?").model_copy(update={"workspace": str(work)})
+    assert model.complete(request).text == str(work)

@@ -69,3 +69,41 @@ def test_a_cut_off_line_after_messages_is_still_unreadable(tmp_path: Path) -> No
     broken.write_text(json.dumps(HEADER) + "\n" + '{"id": "m1", "type": "user", "cont')
     with pytest.raises(SessionFormatError, match="truncated"):
         list(GeminiAdapter().read(broken))
+
+
+def test_a_resumed_session_keeps_each_call_s_own_result_and_exit_code() -> None:
+    """On resume Gemini CLI rewrites the history: each call's result holds every sibling's
+    response, and (in a longer history) the calls stand only as ``functionCall`` parts. Each
+    call reads its own output and exit code (ls: 0, ls missing.txt: 2)."""
+    [session] = GeminiAdapter().read(FIXTURE / CHATS / RESUMED)
+    calls = [(c.command, c.exit_code) for c in session.tool_calls]
+    assert calls[:2] == [("ls", 0), ("ls missing.txt", 2)]
+    assert "a.txt" in (session.tool_calls[0].output or "")
+    assert "missing.txt" not in (session.tool_calls[0].output or "")
+
+
+def test_calls_written_only_as_function_call_parts_are_read(tmp_path: Path) -> None:
+    """The rewritten history of a longer resumed session (Gemini CLI 0.61): assistant messages
+    carry their calls as ``functionCall`` parts only, the responses as user messages."""
+    header = {"sessionId": "s1", "projectHash": "p", "startTime": "2026-12-02T13:16:36Z",
+              "kind": "main"}
+    call = {"id": "c1", "name": "run_shell_command", "args": {"command": "python3 -m unittest"}}
+    history = [
+        {"id": "u1", "timestamp": "2026-12-02T13:16:45Z", "type": "user",
+         "content": [{"text": "run the tests"}]},
+        {"id": "g1", "timestamp": "2026-12-02T13:16:46Z", "type": "gemini",
+         "content": [{"functionCall": call}]},
+        {"id": "g1_response", "timestamp": "2026-12-02T13:16:47Z", "type": "user",
+         "content": [{"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {
+             "output": "<untrusted_context>\nOutput: OK\nProcess Group PGID: 1\n"
+                       "</untrusted_context>"}}}]},
+        {"id": "g2", "timestamp": "2026-12-02T13:16:48Z", "type": "gemini",
+         "content": [{"text": "The tests pass."}]}]
+    path = tmp_path / ".gemini" / "tmp" / "work" / "chats" / "session-2026-12-02T13-16-s1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(json.dumps(r) for r in (header, {"$set": {"messages": history}}))
+                    + "\n")
+    [session] = GeminiAdapter().read(path)
+    [only] = session.tool_calls
+    assert (only.command, only.exit_code, only.output) == ("python3 -m unittest", 0,
+                                                            "Output: OK\nProcess Group PGID: 1")

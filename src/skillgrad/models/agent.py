@@ -243,6 +243,7 @@ class AgentModel:
             argv = ["unshare", "-rnm", sys.executable, "-m", "skillgrad.models.netns", socket,
                     str(INNER_PORT), "--bind", str(home), str(FIXED / "home"), "--bind",
                     str(work), str(FIXED / "work"), "--cd", str(FIXED / "work"), "--", *argv]
+        env = {**env, "PWD": str(FIXED / "work" if opts.isolate else work)}  # OpenCode reads it
         try:
             proc = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,

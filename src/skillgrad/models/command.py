@@ -216,8 +216,8 @@ class CommandModel:
 
     def _execute(self, argv: list[str], cwd: Path, stdin: bytes | None) -> tuple[int, bytes, bytes]:
         try:
-            proc = subprocess.Popen(
-                argv, cwd=cwd, env=self._env, shell=False,
+            proc = subprocess.Popen(  # PWD too: some CLIs (OpenCode) take their folder from it
+                argv, cwd=cwd, env={**self._env, "PWD": str(cwd)}, shell=False,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group, so a timeout kills it all

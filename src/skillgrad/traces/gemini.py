@@ -215,6 +215,10 @@ class _Conversation:
             raw_calls = message.get("toolCalls") or []
             if not isinstance(raw_calls, list):
                 raise SessionFormatError(f"{where}: toolCalls is not a list")
+            if not raw_calls:  # a resume's rewritten history: calls only as functionCall parts
+                raw_calls = [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args"),
+                              "resumed": True}
+                             for p in parts if isinstance(c := p.get("functionCall"), dict)]
             if after_summary and not raw_calls:
                 return False  # the model acknowledging the summary
             calls = tuple(self._call(c, f"{where}: tool call {n}")
@@ -239,8 +243,12 @@ class _Conversation:
         result = call.get("result")
         if result is None and call["id"] in self._results:
             result = [self._results[call["id"]]]
+        if result is not None:  # a resume puts every sibling's response in each call's result
+            result = _own_responses(_parts(result, where), call["id"])
         output, failed = _output(result, where) if result is not None else (None, False)
         status = call.get("status")
+        if status is None and result is not None and call.get("resumed"):
+            status = "error" if failed else "success"  # as rewritten on resume: no status
         exit_code = None
         if call["name"] == SHELL_TOOL and output is not None:
             found = _EXIT.search(output)
@@ -254,6 +262,17 @@ class _Conversation:
         return ToolCall(id=call["id"], name=call["name"], arguments=args, output=output,
                         exit_code=exit_code, is_error=failed or status == "error",
                         time=checked_utc(call.get("timestamp"), f"{where}: timestamp"))
+
+
+def _own_responses(parts: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
+    """The parts of a result that answer the call ``call_id``: a response naming another
+    call's id belongs to that call."""
+    def mine(part: dict[str, Any]) -> bool:
+        response = part.get("functionResponse")
+        return not (isinstance(response, dict) and isinstance(response.get("id"), str)
+                    and response["id"] != call_id)
+
+    return [p for p in parts if mine(p)]
 
 
 def _output(result: Any, where: str) -> tuple[str, bool]:
