@@ -337,3 +337,12 @@ def test_the_nights_budget_stops_training_cleanly_and_says_so(project: Path) -> 
     assert run.status == "budget spent" and "budget" in run.reason
     assert result.report["skills"][0]["status"] == "budget spent"
     assert not (project / SLEEP_DIR / "state" / "pending.json").exists()  # the night ended
+
+
+def test_a_new_skill_s_description_cuts_requests_at_a_word() -> None:
+    from skillgrad.sleep.cycle import _clipped
+
+    text = "please add a CHANGELOG.md entry under Unreleased about the split_evenly rounding fix"
+    assert _clipped(text, 100) == text
+    assert _clipped(text, 70) == "please add a CHANGELOG.md entry under Unreleased about the ..."
+    assert _clipped("two\nlines", 100) == "two lines"

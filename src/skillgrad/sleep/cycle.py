@@ -288,7 +288,7 @@ def _stage(project: Path, root: Path, night: str, result: NightResult) -> Path |
                                             text=live.with_body(run.proposed), kind="skill",
                                             name=run.name))
         else:
-            intents = "; ".join(t.intent[:80] for t in run.tasks[:3])
+            intents = "; ".join(_clipped(t.intent, 100) for t in run.tasks[:3])
             description = (f"Use when working in {project.name} on requests such as: "
                            f"{intents}")[:1024]
             proposals.append(new_skill(run.name, description, run.proposed,
@@ -355,3 +355,12 @@ def _cell(text: str, limit: int | None = None) -> str:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _clipped(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word boundary before ``limit`` characters (with an
+    ellipsis) where it is longer."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
