@@ -49,7 +49,7 @@ from skillgrad.models.agent_clis import AGENT_CLIS, AgentCLI
 from skillgrad.models.agent_trace import read_trace, reply_from_stdout, served_usage
 from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.models.command import stop_group, task_text
-from skillgrad.models.messages import ChatRequest, Completion, Usage
+from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Usage
 from skillgrad.models.served import ServedModel
 from skillgrad.redact import masked_values, redact_text
 
@@ -91,8 +91,10 @@ class AgentOptions(BaseModel):
                           "loopback only (needs serve, or an endpoint on a unix: socket)")
     tools: bool = Field(True, description="false: the served model is offered no tools, so "
                         "the agent answers in text only (needs serve)")
-    trace: bool = Field(True, description="read the agent's session log back into the "
-                        "trajectory")
+    trace: bool = Field(True, description="put the agent's own turns, tool calls and "
+                        "outputs into the trajectory reflection reads (false: only its final "
+                        "answer; the skill loads, calls and files changed are recorded "
+                        "either way)")
     extra_args: list[str] = Field(default_factory=list, description="appended to the CLI's "
                                   "arguments")
     model: str | None = Field(None, description="the model name the CLI asks for (default: "
@@ -176,19 +178,18 @@ class AgentModel:
             env = self._environment(home, tag)
             name = self._place(skill, home) if self._options.role == "target" else ""
             stdout = self._run(task, work, home, env)
-            trace = (read_trace(self._preset, home, _outside(env, home), name,
-                                self._options.placement != "instructions" and bool(name))
-                     if self._options.trace else None)
+            trace = read_trace(self._preset, home, _outside(env, home), name,
+                               self._options.placement != "instructions" and bool(name))
         calls, usage = served_usage(self._served.journal(tag)) if self._served else (0, None)
-        text = trace_reply(trace) if trace is not None else None
+        text = trace_reply(trace)
+        if not self._options.trace:  # recorded (loads, calls, files), not shown to reflection
+            trace = trace.model_copy(update={"messages": ()})
         if text is None:
             text = reply_from_stdout(self._options.cli, stdout)
         if usage is None:  # not served by skillgrad: estimated, ~4 characters a token
             usage = Usage(prompt_tokens=(len(skill) + len(task)) // 4,
                           completion_tokens=len(text) // 4)
-        if trace is not None:
-            trace = trace.model_copy(update={"calls": calls,
-                                             "placement": self._options.placement})
+        trace = trace.model_copy(update={"calls": calls, "placement": self._options.placement})
         return Completion(text=text, usage=usage, model=self._options.cli, trace=trace)
 
     # ------------------------------------------------------------------ one request
@@ -293,10 +294,9 @@ def split_front_matter(skill: str) -> tuple[dict[str, object], str]:
     return front, body
 
 
-def trace_reply(trace: object) -> str | None:
+def trace_reply(trace: AgentTrace) -> str | None:
     """The agent's last words in its trace, if it said any."""
-    messages = getattr(trace, "messages", ())
-    for message in reversed(messages):
+    for message in reversed(trace.messages):
         if message.role == "assistant" and message.text().strip():
             return str(message.text()).strip()
     return None
