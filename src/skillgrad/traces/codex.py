@@ -32,13 +32,15 @@ from skillgrad.traces.sessions import Session, ToolCall, Turn
 # permissions preamble, its record of an aborted turn, a ! shell line.
 CONTEXT = ("<environment_context", "<user_instructions", "# AGENTS.md instructions",
            "<INSTRUCTIONS>", "<permissions instructions", "<codex_internal_context",
-           "<turn_aborted", "<user_shell_command")
+           "<turn_aborted", "<user_shell_command", "<subagent_notification")
 _IDE_REQUEST = "## My request for Codex:"  # the IDE extension's preamble ends here
 _CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 # The text of a skill the person named as ``$name``, which Codex sends as a user-role message.
 _SKILL = re.compile(r"<skill>\s*<name>([^<]+)</name>\s*<path>[^<]*SKILL\.md</path>")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.M)
+# How Codex answers a patch it did not apply: plain text, no exit code, no FileChange event.
+_PATCH_FAILED = re.compile(r"^(?:patch rejected|apply_patch verification failed)\b", re.M)
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$",
                          re.M)
 # Write tools an MCP server or a custom profile may give the model, by their last name part.
@@ -355,11 +357,13 @@ def _output(raw: Any) -> tuple[str, int | None, bool]:
         raw = raw.get("output", raw.get("content", ""))
     text = _content_text(raw) if not isinstance(raw, str) else raw
     if exit_code is None:
-        header = text.split("\nOutput:", 1)[0] if "\nOutput:" in text else text[:300]
-        match = _EXIT.search(header)
+        head, _, after = text.partition("\nOutput:")
+        match = _EXIT.search(head if after else text[:300])
+        # A patch run through the shell nests its own header right after the first Output:
+        match = match or (re.match(r"\s*Exit code: (-?\d+)", after) if after else None)
         if match:
             exit_code = int(match.group(1))
-    return text, exit_code, success is False
+    return text, exit_code, success is False or bool(_PATCH_FAILED.search(text[:400]))
 
 
 def _written(call: ToolCall) -> list[str]:
