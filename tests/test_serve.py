@@ -415,3 +415,20 @@ def test_a_slow_answer_streams_its_headers_at_once_and_keeps_the_line_alive() ->
     assert [d for _, d in sse(chat.replace(": the model is working\n\n", ""))][-1] == "[DONE]"
     assert gemini.startswith("\n") and gemini.lstrip("\n").startswith("data: ")
     assert FINAL in gemini
+
+
+def test_an_agent_s_turns_past_the_limit_end_its_loop() -> None:
+    """A small model can repeat one tool call until its time runs out: past --max-calls
+    turns of one rollout tag, the answer is words that stop the agent, not the model's."""
+    model = ScriptedModel(default={"tool_calls": [{"name": "shell",
+                                                   "arguments": {"command": "ls"}}]})
+    app = create_app(ClientScopes(ModelClient(model, "target")), max_calls=2)
+    body = {"model": "m", "messages": CHAT_FIRST, "tools": CHAT_TOOLS}
+    with running(app) as url:
+        replies = [post(f"{url}/r/t1/v1/chat/completions", body).json()["choices"][0]
+                   for _ in range(3)]
+        other = post(f"{url}/r/t2/v1/chat/completions", body).json()["choices"][0]
+    assert [r["finish_reason"] for r in replies] == ["tool_calls", "tool_calls", "stop"]
+    assert replies[2]["message"]["content"].startswith("I stop here: the limit of model calls")
+    assert other["finish_reason"] == "tool_calls"
+    assert len(model.calls) == 3  # the turn past the limit never reached the model

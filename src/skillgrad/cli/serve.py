@@ -63,6 +63,10 @@ def serve_command(
     keepalive: Annotated[float, typer.Option(
         "--keepalive", metavar="SECONDS", min=0.05, help="A streamed answer not ready after "
         "SECONDS gets its headers at once and an SSE comment as often until it is.")] = 5.0,
+    max_calls: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "--max-calls", metavar="N", min=1, help="An agent's turns (calls with tools) past N "
+        "for one rollout tag are answered with words that end its loop, without the model.",
+        show_default=False)] = None,
     no_tools: Annotated[bool, typer.Option(
         "--no-tools", help="Offer the model none of the tools a request lists, so that the "
         "agent answers in text only.")] = False,
@@ -94,7 +98,7 @@ def serve_command(
     app = create_app(ClientScopes(client, record), key=key or None, model_name=model_name,
                      count_tokens=getattr(client.model, "count_tokens", None),
                      loopback_only=host in LOOPBACK, no_tools=no_tools,
-                     keepalive=keepalive)
+                     keepalive=keepalive, max_calls=max_calls)
     base = (address(host, sock.getsockname()[1]).rstrip("/") if unix_socket is None
             else f"unix:{unix_socket}")
     backend = "replay" if replay else getattr(resolved.config.model, role).backend

@@ -91,6 +91,9 @@ class AgentOptions(BaseModel):
                           "loopback only (needs serve, or an endpoint on a unix: socket)")
     tools: bool = Field(True, description="false: the served model is offered no tools, so "
                         "the agent answers in text only (needs serve)")
+    max_calls: int | None = Field(30, ge=1, description="with serve: an agent's turns past "
+                                  "this many in one task are answered with words that end "
+                                  "its loop, not by the model (None: no limit)")
     trace: bool = Field(True, description="put the agent's own turns, tool calls and "
                         "outputs into the trajectory reflection reads (false: only its final "
                         "answer; the skill loads, calls and files changed are recorded "
@@ -333,12 +336,12 @@ class AgentBackend:
                 raise ConfigError(f"serve: {config} does not exist")
             digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16]
             served = ServedModel.start(config, no_tools=not options.tools,
-                                       tcp=not options.isolate)
+                                       tcp=not options.isolate, max_calls=options.max_calls)
         identity = "agent|" + json.dumps(
             {"cli": options.cli, "placement": options.placement, "name": options.skill_name,
              "description": options.description, "serve": digest,
              "endpoint": options.endpoint, "tools": options.tools, "model": options.model,
-             "role": options.role,
+             "role": options.role, "max_calls": options.max_calls,
              "extra_args": options.extra_args}, sort_keys=True)
         return AgentModel(options, preset, found, served, identity)
 

@@ -44,13 +44,15 @@ class ServedModel:
         atexit.register(self.stop)
 
     @classmethod
-    def start(cls, config: Path, *, no_tools: bool = False, tcp: bool = False) -> ServedModel:
+    def start(cls, config: Path, *, no_tools: bool = False, tcp: bool = False,
+              max_calls: int | None = None) -> ServedModel:
         """Start serving the target of ``config``; returns once it answers."""
         folder = Path(tempfile.mkdtemp(prefix="skillgrad-served-"))  # 0700: ours alone
         sock = str(folder / "serve.sock")
         where = ["--port", "0"] if tcp else ["--socket", sock]
         argv = [sys.executable, "-m", "skillgrad.cli", "serve", str(config), *where,
-                "--record", str(folder / "calls")] + (["--no-tools"] if no_tools else [])
+                "--record", str(folder / "calls")] + (["--no-tools"] if no_tools else []) + (
+                    ["--max-calls", str(max_calls)] if max_calls else [])
         log = (folder / "serve.log").open("wb")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,

@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from skillgrad.errors import FatalModelError, ModelError, RunStopped, SkillgradError
 from skillgrad.models.accounting import BudgetExhausted
 from skillgrad.models.limits import TOKENS_PER_MESSAGE, PromptTooLarge
-from skillgrad.models.messages import ChatRequest
+from skillgrad.models.messages import ChatRequest, Completion
 from skillgrad.serve.anthropic import Messages
 from skillgrad.serve.chat import ChatCompletions
 from skillgrad.serve.gemini import Gemini
@@ -55,6 +55,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # A streamed answer not ready after this many seconds gets its headers at once, and an SSE
 # comment as often until it is.
 KEEPALIVE = 5.0
+AT_LIMIT = "I stop here: the limit of model calls is reached"
 _GEMINI_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
 
 
@@ -67,9 +68,12 @@ class Server:
     def __init__(self, scopes: Scopes, *, key: str | None = None, model_name: str = "skillgrad",
                  count_tokens: Callable[[str], int] | None = None,
                  loopback_only: bool = True, no_tools: bool = False,
-                 keepalive: float = KEEPALIVE) -> None:
+                 keepalive: float = KEEPALIVE, max_calls: int | None = None) -> None:
         self.scopes = scopes
         self.keepalive = keepalive
+        self.max_calls = max_calls
+        self._calls: dict[str | None, int] = {}
+        self._calls_lock = threading.Lock()
         self.no_tools = no_tools
         self.key = key
         self.model_name = model_name
@@ -89,6 +93,11 @@ class Server:
                 turn = replace(turn, request=turn.request.model_copy(update={"tools": None}))
             tag = _tag(request)
             chat_model = self.scopes.model_for(tag)
+            if self.max_calls is not None and turn.request.tools:
+                with self._calls_lock:  # an agent's turns of one rollout, counted
+                    self._calls[tag] = n = self._calls.get(tag, 0) + 1
+                if n > self.max_calls:
+                    chat_model = _AtLimit(self.max_calls)
             log.debug("serve: %s call (rollout %s): %d messages, %d tools", type(fmt).__name__,
                       tag or "-", len(turn.request.messages), len(turn.request.tools or ()))
             work = asyncio.ensure_future(run_in_threadpool(_complete, chat_model, turn.request))
@@ -249,6 +258,17 @@ def _complete(model: Any, request: ChatRequest) -> Any:
         raise WireError(str(exc), "unavailable") from exc
     except (RunStopped, SkillgradError) as exc:  # e.g. a handoff backend waiting for answers
         raise WireError(str(exc), "unavailable") from exc
+
+
+class _AtLimit:
+    """The answer to an agent's turn past its rollout's limit of model calls: words that end
+    its loop (a small model can repeat one tool call until its time runs out)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return Completion(text=f"{AT_LIMIT} ({self.limit} model calls for this task).")
 
 
 def _stream(events: Any) -> StreamingResponse:
