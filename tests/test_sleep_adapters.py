@@ -3,16 +3,15 @@ in tests/fixtures/sleep (their SQLite databases from the SQL scripts there)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
+from canary import CANARY, planted, strings
 
 from skillgrad.sleep.scrub import Scrubber
 from skillgrad.traces.base import Adapter, SessionFormatError
@@ -22,7 +21,6 @@ from skillgrad.traces.opencode import OpenCodeAdapter
 from skillgrad.traces.sessions import Session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sleep"
-CANARY = "sk-ant-canary-0123456789abcdef"
 UTC = timezone.utc
 SHOP = Path("/home/dev/shop")
 NO_COPY = "database is locked, and it cannot be copied"
@@ -437,34 +435,6 @@ def every_session(copilot_home: Path, opencode_store: Path,
     return {"copilot": read_store(CopilotAdapter(), copilot_home),
             "opencode": read_store(OpenCodeAdapter(), opencode_store),
             "gemini": read_store(GeminiAdapter(), gemini_store)}
-
-
-def strings(value: Any) -> Iterator[str]:
-    """Every string a session record holds, dict keys and paths included."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from strings(getattr(value, f.name))
-    elif isinstance(value, (str, Path)):
-        yield str(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from strings(k)
-            yield from strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from strings(v)
-
-
-def planted(session: Session) -> set[str]:
-    """Which kinds of field of a session hold the canary."""
-    found = {"meta"} if any(CANARY in s for s in strings(session.meta)) else set()
-    for turn in session.turns:
-        if CANARY in turn.text:
-            found.add(turn.role)
-        for call in turn.tool_calls:
-            found |= {"arguments"} if any(CANARY in s for s in strings(call.arguments)) else set()
-            found |= {"output"} if call.output and CANARY in call.output else set()
-    return found
 
 
 @pytest.mark.parametrize("agent", ["copilot", "opencode", "gemini"])

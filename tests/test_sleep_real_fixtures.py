@@ -15,14 +15,12 @@ one edit the CLI's own edit tool refuses.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from canary import CANARY, planted, strings
 
 from skillgrad.models.agent_clis import AGENT_CLIS
 from skillgrad.models.agent_trace import read_trace
@@ -39,7 +37,6 @@ from skillgrad.traces.sessions import Session, ToolCall
 REAL = Path(__file__).parent / "fixtures" / "sleep" / "real"
 SKILL = "count-files"
 SKILL_BODY = "Run `ls` and count the lines it prints."
-CANARY = "sk-ant-canary-0123456789abcdef"
 NOTE = f"2 files; key {CANARY}"
 REQUEST = f"How many files are in this folder? Note the count in notes.txt. My key is {CANARY}."
 ANSWER = ("The folder holds 2 files: a.txt and b.txt. notes.txt holds the count and the key "
@@ -220,35 +217,6 @@ def test_codex_an_apply_patch_through_the_shell_reads_exit_code_0(tmp_path: Path
     assert "*** Add File: notes.txt" in (patch.command or "")
     assert "Success. Updated the following files" in (patch.output or "")
     assert patch.exit_code == 0
-
-
-def strings(value: Any) -> Iterator[str]:
-    """Every string a session record holds, dict keys and paths included."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from strings(getattr(value, f.name))
-    elif isinstance(value, (str, Path)):
-        yield str(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from strings(k)
-            yield from strings(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from strings(v)
-
-
-def planted(s: Session) -> set[str]:
-    """Which kinds of field of a session hold the canary."""
-    found = {"meta"} if any(CANARY in t for t in strings(s.meta)) else set()
-    for turn in s.turns:
-        if CANARY in turn.text:
-            found.add(turn.role)
-        for call in turn.tool_calls:
-            found |= {"arguments"} if any(CANARY in t for t in strings(call.arguments)) else set()
-            found |= {"output"} if call.output and CANARY in call.output else set()
-    return found
-
 
 
 # -- sub-agents: the model starts one through the CLI's own tool (Claude Code's Agent, Gemini
