@@ -100,8 +100,6 @@ class AgentOptions(BaseModel):
                         "either way)")
     extra_args: list[str] = Field(default_factory=list, description="appended to the CLI's "
                                   "arguments")
-    model: str | None = Field(None, description="the model name the CLI asks for (default: "
-                              "the served one, skillgrad)")
     role: Literal["target", "optimizer"] = Field(
         "target", description="target: the system message is the skill, placed as "
         "placement says; optimizer: the whole request is the agent's prompt (nothing is "
@@ -209,9 +207,6 @@ class AgentModel:
         if opts.isolate:  # as the CLI sees its HOME: at the same place every time
             prepared = {k: v.replace(str(home), str(FIXED / "home")) for k, v in prepared.items()}
         env.update(prepared)
-        if opts.model:
-            env = {k: v.replace("skillgrad", opts.model) if k == "COPILOT_MODEL" else v
-                   for k, v in env.items()}
         return env
 
     def _place(self, skill: str, home: Path) -> str:
@@ -236,10 +231,6 @@ class AgentModel:
     def _run(self, task: str, work: Path, home: Path, env: dict[str, str]) -> str:
         opts = self._options
         argv = [*self._preset.command(self._binary, task), *opts.extra_args]
-        if opts.model and opts.cli != "copilot":
-            argv = [opts.model if a == "skillgrad" else a.replace("skillgrad/skillgrad",
-                                                                    f"skillgrad/{opts.model}")
-                    for a in argv]
         if opts.isolate:
             socket = self._served.socket if self._served else str(opts.endpoint)[5:]
             for mount in ("home", "work"):
@@ -340,7 +331,7 @@ class AgentBackend:
         identity = "agent|" + json.dumps(
             {"cli": options.cli, "placement": options.placement, "name": options.skill_name,
              "description": options.description, "serve": digest,
-             "endpoint": options.endpoint, "tools": options.tools, "model": options.model,
+             "endpoint": options.endpoint, "tools": options.tools,
              "role": options.role, "max_calls": options.max_calls,
              "extra_args": options.extra_args}, sort_keys=True)
         return AgentModel(options, preset, found, served, identity)
