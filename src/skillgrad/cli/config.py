@@ -57,7 +57,7 @@ def check(config: ConfigArg, set_: SetOpt = None) -> None:
     environment = build_environment(resolved)
     counts = {split: len(environment.tasks(split)) for split in SPLITS}
     say = _printer()
-    form = "SkillOpt 0.2.0's, read in skillgrad's keys" if resolved.skillopt else "skillgrad's"
+    form = "SkillOpt's, read in skillgrad's keys" if resolved.skillopt else "skillgrad's"
     say(f"config: {config} ({form}); fingerprint {resolved.fingerprint()}")
     flat = flatten(resolved.redacted())
     width = max(len(k) for k in flat)
