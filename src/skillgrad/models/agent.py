@@ -46,10 +46,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from skillgrad.agentskills import SkillFileError, parse_skill, render_skill, validate_skill
 from skillgrad.errors import ConfigError, FatalModelError, TransientModelError
 from skillgrad.models.agent_clis import AGENT_CLIS, AgentCLI
-from skillgrad.models.agent_trace import read_trace, reply_from_stdout, served_usage
+from skillgrad.models.agent_trace import (
+    read_trace,
+    reply_from_stdout,
+    served_usage,
+    trace_reply,
+)
 from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.models.command import stop_group, task_text
-from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.models.served import ServedModel
 from skillgrad.redact import masked_values, redact_text
 
@@ -286,14 +291,6 @@ def split_front_matter(skill: str) -> tuple[dict[str, object], str]:
     except SkillFileError as exc:
         raise FatalModelError(f"agent backend: {exc}") from None
     return front, body
-
-
-def trace_reply(trace: AgentTrace) -> str | None:
-    """The agent's last words in its trace, if it said any."""
-    for message in reversed(trace.messages):
-        if message.role == "assistant" and message.text().strip():
-            return str(message.text()).strip()
-    return None
 
 
 class AgentBackend:

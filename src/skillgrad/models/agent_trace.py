@@ -101,6 +101,14 @@ def _opens(call: ToolCall, skill: str) -> bool:
     return f"{skill}/SKILL.md" in args
 
 
+def trace_reply(trace: AgentTrace) -> str | None:
+    """The agent's last words in its trace, if it said any."""
+    for message in reversed(trace.messages):
+        if message.role == "assistant" and message.text().strip():
+            return str(message.text()).strip()
+    return None
+
+
 def reply_from_stdout(cli: str, stdout: str) -> str:
     """The final answer as the CLI printed it (where its session log has no last words)."""
     events = [_json(line) for line in stdout.splitlines()]
