@@ -98,6 +98,28 @@ def test_every_task_fails_untouched_and_passes_after_its_reference_solution(
     assert found == []
 
 
+def test_worktrees_of_one_repository_from_many_threads_at_once(tmp_path: Path) -> None:
+    """Rollouts run in threads: a prune in one must not delete the worktree another is
+    still adding (git's 'could not open .git/worktrees/…/locked')."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "a"], check=True)
+
+    def one(i: int) -> str:
+        with worktree(repo, None, tmp_path / "copies", f"t{i}") as copy:
+            return (copy / "a.txt").read_text()
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(one, range(96))) == ["a\n"] * 96
+    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    assert len(listed) == 1 and not list((tmp_path / "copies").iterdir())
+
+
 def test_an_agent_that_applies_the_reference_solution_scores_1(
         env: CodingEnvironment, tmp_path: Path) -> None:
     (task,) = [t for t in env.tasks("train") if t.id == "ledger-fix-low-stock"]

@@ -15,10 +15,13 @@ result.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -95,24 +98,47 @@ def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
 
 
 @contextmanager
+def _bookkeeping(repo: Path) -> Iterator[None]:
+    """Held while ``repo``'s worktree list changes. ``git worktree prune`` deletes the entry
+    of a worktree another thread or process is still adding (its ``gitdir`` file is not yet
+    written), so adds, removes and prunes of one repository take turns: an ``flock`` on a
+    file in its git folder (in the temporary folder, keyed by its path, when that is not a
+    folder), which conflicts across threads and processes alike."""
+    gitdir = repo / ".git"
+    if gitdir.is_dir():
+        lock = gitdir / "skillgrad-worktrees.lock"
+    else:
+        key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
+        lock = Path(tempfile.gettempdir()) / f"skillgrad-worktrees-{key}.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
 def worktree(repo: Path, commit: str | None, folder: Path, name: str) -> Iterator[Path]:
     """A detached worktree of ``repo`` at ``commit`` (HEAD when unknown) in
     ``folder/skillgrad-replay-<name>``, removed afterwards; one left by an interrupted
-    run is replaced."""
+    run is replaced. Safe to use from several threads or processes on one repository."""
     path = folder / f"{REPLAY_MARKER}-{name}"
     folder.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        git(repo, "worktree", "remove", "--force", str(path))
-    git(repo, "worktree", "prune")
-    git(repo, "worktree", "add", "--detach", "--force", str(path), commit or "HEAD")
+    with _bookkeeping(repo):
+        if path.exists():
+            git(repo, "worktree", "remove", "--force", str(path))
+        git(repo, "worktree", "prune")
+        git(repo, "worktree", "add", "--detach", "--force", str(path), commit or "HEAD")
     try:
         yield path
     finally:
-        try:
-            git(repo, "worktree", "remove", "--force", str(path))
-        except DataError:
-            shutil.rmtree(path, ignore_errors=True)
-            git(repo, "worktree", "prune")
+        with _bookkeeping(repo):
+            try:
+                git(repo, "worktree", "remove", "--force", str(path))
+            except DataError:
+                shutil.rmtree(path, ignore_errors=True)
+                git(repo, "worktree", "prune")
 
 
 def run_checks(checks: Sequence[Check], copy: Path, base: str, timeout: float
