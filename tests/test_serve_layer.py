@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from e2e import cli, one_line_error
 
 from skillgrad.models.accounting import Budget
@@ -164,6 +165,35 @@ def test_serve_refuses_a_public_address_without_the_flag() -> None:
     line = one_line_error(cli("serve", "--host", "0.0.0.0"))
     assert "--allow-remote" in line
     assert "--role" in one_line_error(cli("serve", "--role", "judge"))
+
+
+def test_the_embedded_window_is_sized_by_the_agent_it_serves(tmp_path: Path) -> None:
+    """An agent's first prompt is 7-19k tokens, over the embedded default of 8,192: an
+    unsized window gets the agent's preset, a set one too small for it is refused."""
+    from skillgrad.cli.serve import AGENT_WINDOW, _window
+    from skillgrad.config import load_config
+    from skillgrad.errors import ConfigError
+    from skillgrad.models.agent_clis import AGENT_CLIS, MODEL_WINDOW
+
+    config = tmp_path / "serve.yaml"
+    config.write_text("model:\n  target:\n    backend: embedded\n")
+    for name, agent in AGENT_CLIS.items():
+        assert agent.first_prompt + 16384 <= agent.window or agent.window == MODEL_WINDOW
+        assert _window(load_config(config), "target", name) == agent.window
+    assert _window(load_config(config), "target", None) == AGENT_WINDOW == MODEL_WINDOW
+    assert _window(load_config(None), "target", "opencode") == 24576
+    sized = load_config(config, ["model.target.n_ctx=20000"])
+    assert _window(sized, "target", "opencode") is None  # set, and large enough: kept
+    with pytest.raises(ConfigError, match=r"model.target.n_ctx = 20000 \(--set\): claude's "
+                       r"first prompt alone is about 18,884 tokens; set at least 20,932"):
+        _window(sized, "target", "claude")
+    config.write_text("model:\n  target:\n    backend: scripted\n    default: hi\n")
+    assert _window(load_config(config), "target", "claude") is None  # no window to size
+    small = tmp_path / "small.yaml"
+    small.write_text("model:\n  target:\n    backend: embedded\n    n_ctx: 8192\n")
+    line = one_line_error(cli("serve", str(small), "--agent", "codex"))
+    assert f"n_ctx = 8192 ({small}:4)" in line and "codex" in line
+    assert "--agent" in one_line_error(cli("serve", str(small), "--agent", "cursor"))
 
 
 def test_serve_command_serves_a_config_role_and_reports_its_calls(tmp_path: Path) -> None:

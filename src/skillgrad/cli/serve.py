@@ -8,7 +8,7 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -16,15 +16,19 @@ from rich.table import Table
 from skillgrad.cli.config import SetOpt
 from skillgrad.cli.dashboard import LOOPBACK, address, listen, make_server
 from skillgrad.console import console, out_console
-from skillgrad.errors import SkillgradError
+from skillgrad.errors import ConfigError, SkillgradError
+from skillgrad.models.agent_clis import AGENT_CLIS, MODEL_WINDOW
+
+if TYPE_CHECKING:
+    from skillgrad.config import ResolvedConfig
 
 INSTALL = "pip install 'skillgrad[serve]'"
 KEY_ENV = "SKILLGRAD_SERVE_KEY"
-# The embedded model's window when serving without a config: an agent CLI's first prompt
-# (its instructions and tool list, rendered by Qwen2.5's template) measured 7,212 tokens
-# (OpenCode 1.18) to 18,870 (Claude Code 2.1), mostly over the training default of 8,192;
-# 32,768 is the model's own trained window.
-AGENT_WINDOW = 32768
+# The embedded model's window when no config and no --agent says otherwise: an agent CLI's
+# first prompt (its instructions and tool list, rendered by Qwen2.5's template) measured 7,216
+# tokens (OpenCode 1.18) to 18,884 (Claude Code 2.1), mostly over the training default of
+# 8,192; 32,768 is the model's own trained window. With --agent, the CLI's preset says.
+AGENT_WINDOW = MODEL_WINDOW
 
 
 def serve_command(
@@ -67,6 +71,11 @@ def serve_command(
         "--max-calls", metavar="N", min=1, help="An agent's turns (calls with tools) past N "
         "for one rollout tag are answered with words that end its loop, without the model.",
         show_default=False)] = None,
+    agent: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--agent", metavar="CLI", help="The agent CLI this serves (" + ", ".join(AGENT_CLIS)
+        + "): an embedded model whose n_ctx no config sets gets a window that holds its "
+        "first prompt and turns; a set one too small for it is refused.",
+        show_default=False)] = None,
     no_tools: Annotated[bool, typer.Option(
         "--no-tools", help="Offer the model none of the tools a request lists, so that the "
         "agent answers in text only.")] = False,
@@ -88,11 +97,12 @@ def serve_command(
     from skillgrad.serve.app import create_app
     from skillgrad.serve.scopes import ClientScopes
 
-    overrides = list(set_ or [])
-    if config is None and not any(o.startswith((f"model.{role}.n_ctx=",
-                                                f"model.{role}.backend=")) for o in overrides):
-        overrides.insert(0, f"model.{role}.n_ctx={AGENT_WINDOW}")
-    resolved = load_config(config, overrides)
+    if agent is not None and agent not in AGENT_CLIS:
+        raise SkillgradError(f"--agent {agent}: use one of {', '.join(AGENT_CLIS)}")
+    resolved = load_config(config, list(set_ or []))
+    window = _window(resolved, role, agent)
+    if window is not None:
+        resolved = load_config(config, [f"model.{role}.n_ctx={window}", *(set_ or [])])
     client = build_clients(resolved, replay=replay, roles=(role,))[role]
     sock = listen(host, port) if unix_socket is None else _listen_unix(unix_socket)
     app = create_app(ClientScopes(client, record), key=key or None, model_name=model_name,
@@ -102,11 +112,34 @@ def serve_command(
     base = (address(host, sock.getsockname()[1]).rstrip("/") if unix_socket is None
             else f"unix:{unix_socket}")
     backend = "replay" if replay else getattr(resolved.config.model, role).backend
-    _print_start(role, backend, base, key is not None)
+    n_ctx = getattr(resolved.role_options.get(role), "n_ctx", None)
+    _print_start(role, backend + (f", n_ctx {n_ctx:,}" if n_ctx and not replay else ""), base,
+                 key is not None)
     try:
         make_server(app).run(sockets=[sock])
     finally:
         _print_usage(client.meter.stages.get(role, {}))
+
+
+def _window(resolved: ResolvedConfig, role: str, agent: str | None) -> int | None:
+    """The ``n_ctx`` to give an embedded ``role`` that no config or ``--set`` sized: the agent
+    CLI's preset window (:attr:`AgentCLI.window`), or :data:`AGENT_WINDOW` for any agent.
+    None when the backend has no window or one is set; a set one smaller than the agent's
+    first prompt needs is refused, naming where it was set."""
+    options = resolved.role_options.get(role)
+    if options is None or "n_ctx" not in type(options).model_fields:
+        return None
+    key = f"model.{role}.n_ctx"
+    if "n_ctx" not in options.model_fields_set:
+        return AGENT_CLIS[agent].window if agent else AGENT_WINDOW
+    preset = AGENT_CLIS[agent] if agent else None
+    n_ctx = int(options.model_dump()["n_ctx"])
+    if preset is not None and n_ctx < preset.least_window:
+        raise ConfigError(
+            f"{key} = {n_ctx} ({resolved.origin(key)}): {agent}'s first prompt alone "
+            f"is about {preset.first_prompt:,} tokens; set at least {preset.least_window:,} "
+            f"(or leave it unset: {preset.window:,})")
+    return None
 
 
 def _listen_unix(path: Path) -> socket.socket:

@@ -324,7 +324,8 @@ class AgentBackend:
                 raise ConfigError(f"serve: {config} does not exist")
             digest = hashlib.sha256(config.read_bytes()).hexdigest()[:16]
             served = ServedModel.start(config, no_tools=not options.tools,
-                                       tcp=not options.isolate, max_calls=options.max_calls)
+                                       tcp=not options.isolate, max_calls=options.max_calls,
+                                       agent=options.cli)
         identity = "agent|" + json.dumps(
             {"cli": options.cli, "placement": options.placement, "name": options.skill_name,
              "description": options.description, "serve": digest,

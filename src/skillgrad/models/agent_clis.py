@@ -18,6 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The embedded model's window serving an agent: the CLI's first prompt (its instructions and
+# tools, as measured by bench/agent_prompts.py with Qwen2.5's template), plus room for the
+# skill, the request and the turns, in steps of 4,096 tokens, at most the model's trained
+# window. Each context's KV cache costs about 28 KB a token (0.9 GB at 32,768).
+TURN_ROOM = 16384
+MODEL_WINDOW = 32768
+
 
 @dataclass(frozen=True)
 class AgentCLI:
@@ -37,6 +44,18 @@ class AgentCLI:
     shell_extra: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
+    first_prompt: int = 0  # tokens of its first request (Qwen2.5 template, tools included)
+
+    @property
+    def window(self) -> int:
+        """The ``n_ctx`` an embedded model serving this CLI gets: room for its first prompt
+        and the turns after it (:data:`TURN_ROOM`), at most :data:`MODEL_WINDOW`."""
+        return min(MODEL_WINDOW, -(-(self.first_prompt + TURN_ROOM) // 4096) * 4096)
+
+    @property
+    def least_window(self) -> int:
+        """The smallest ``n_ctx`` that holds its first prompt with a skill and a request."""
+        return self.first_prompt + 2048
 
     def command(self, binary: str, prompt: str) -> list[str]:
         """The command line of one headless run of ``prompt``."""
@@ -82,7 +101,8 @@ AGENT_CLIS: dict[str, AgentCLI] = {
             'name = "skillgrad"\nbase_url = "{url}/v1"\nenv_key = "SKILLGRAD_KEY"\n'
             'wire_api = "responses"\nstream_idle_timeout_ms = 3600000\n'
             "request_max_retries = 0\nstream_max_retries = 0\n[analytics]\nenabled = false\n"
-            "[feedback]\nenabled = false\n")}),
+            "[feedback]\nenabled = false\n")},
+        first_prompt=8_370),
     "claude": AgentCLI(
         "claude", ("-p", "{prompt}", "--output-format", "json", "--allowedTools", "Bash"),
         sessions=("claude/projects/*/*.jsonl",),
@@ -91,7 +111,8 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         env={"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "dummy",
              "CLAUDE_CONFIG_DIR": "{home}/claude", "DISABLE_AUTOUPDATER": "1",
              "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-             "DISABLE_ERROR_REPORTING": "1", "API_TIMEOUT_MS": "3600000"}),
+             "DISABLE_ERROR_REPORTING": "1", "API_TIMEOUT_MS": "3600000"},
+        first_prompt=18_884),
     "gemini": AgentCLI(
         "gemini", ("-p", "{prompt}", "-m", "skillgrad", "--approval-mode", "yolo",
                    "--output-format", "json"),
@@ -104,7 +125,8 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         files={".gemini/settings.json": json.dumps({
             "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "security": {"auth": {"selectedType": "gemini-api-key"}}})}),
+            "security": {"auth": {"selectedType": "gemini-api-key"}}})},
+        first_prompt=11_124),
     "opencode": AgentCLI(
         "opencode", ("run", "{prompt}", "-m", "skillgrad/skillgrad"),
         sessions=(".local/share/opencode/opencode.db", ".local/share/opencode/storage/**/*"),
@@ -115,7 +137,8 @@ AGENT_CLIS: dict[str, AgentCLI] = {
              "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"},
         files={".config/opencode/opencode.json": json.dumps({
             "provider": {"skillgrad": _OPENAI_COMPATIBLE},
-            "model": "skillgrad/skillgrad", "autoupdate": False, "share": "disabled"})}),
+            "model": "skillgrad/skillgrad", "autoupdate": False, "share": "disabled"})},
+        first_prompt=7_216),
     "copilot": AgentCLI(
         "copilot", ("-p", "{prompt}", "--allow-all-tools"),
         sessions=(".copilot/session-state/*/events.jsonl",),
@@ -123,5 +146,6 @@ AGENT_CLIS: dict[str, AgentCLI] = {
         agent="copilot", skills=".copilot/skills", memory=".copilot/copilot-instructions.md",
         env={"COPILOT_HOME": "{home}/.copilot", "COPILOT_OFFLINE": "true",
              "COPILOT_PROVIDER_BASE_URL": "{url}/v1", "COPILOT_PROVIDER_API_KEY": "dummy",
-             "COPILOT_MODEL": "skillgrad"}),
+             "COPILOT_MODEL": "skillgrad"},
+        first_prompt=11_060),
 }

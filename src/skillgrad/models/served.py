@@ -45,14 +45,16 @@ class ServedModel:
 
     @classmethod
     def start(cls, config: Path, *, no_tools: bool = False, tcp: bool = False,
-              max_calls: int | None = None) -> ServedModel:
-        """Start serving the target of ``config``; returns once it answers."""
+              max_calls: int | None = None, agent: str | None = None) -> ServedModel:
+        """Start serving the target of ``config`` (to the agent CLI ``agent``, which sizes an
+        embedded model's window); returns once it answers."""
         folder = Path(tempfile.mkdtemp(prefix="skillgrad-served-"))  # 0700: ours alone
         sock = str(folder / "serve.sock")
         where = ["--port", "0"] if tcp else ["--socket", sock]
         argv = [sys.executable, "-m", "skillgrad.cli", "serve", str(config), *where,
                 "--record", str(folder / "calls")] + (["--no-tools"] if no_tools else []) + (
-                    ["--max-calls", str(max_calls)] if max_calls else [])
+                    ["--max-calls", str(max_calls)] if max_calls else []) + (
+                    ["--agent", agent] if agent else [])
         log = (folder / "serve.log").open("wb")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
