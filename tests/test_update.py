@@ -321,3 +321,51 @@ def test_apply_edits_keeps_slow_update_block_intact_across_a_step() -> None:
     new, _ = apply_edits(PROTECTED, edits)
     assert get_block(new, "SLOW_UPDATE") == "Never guess a date."
     assert _blocks(new) == _blocks(PROTECTED)
+
+
+# ----------------------------------------------------------------------------- front matter
+
+AGENT_SKILL = ("---\nname: repo-conventions\ndescription: How to make a change here.\n---\n\n"
+               "# Working here\n\n- Read first.\n")
+
+
+def test_the_description_of_an_agent_skill_trains_like_the_body() -> None:
+    new, report = apply_edits(AGENT_SKILL, [Edit(
+        op="replace", anchor="description: How to make a change here.",
+        content="description: Use for every request that changes code, its tests or the "
+                "CHANGELOG.")])
+    assert report.outcomes[0].status == "applied"
+    assert "description: Use for every request that changes code" in new
+    assert new.endswith("- Read first.\n")
+
+
+@pytest.mark.parametrize(("content", "broken"), [
+    ("description: Use it: always.", "front matter"),           # YAML: a second ': '
+    ("description: " + "x" * 1100, "description: 1100 characters (at most 1024)"),
+    ("description:", "description: missing"),
+    ("name: other-name\ndescription: How to make a change here.", "name: 'repo-conventions' "
+     "became 'other-name'"),
+])
+def test_an_edit_that_breaks_the_front_matter_is_skipped_with_the_rule(
+        content: str, broken: str) -> None:
+    anchor = ("description: How to make a change here." if content.startswith("desc")
+              else "name: repo-conventions\ndescription: How to make a change here.")
+    new, report = apply_edits(AGENT_SKILL, [Edit(op="replace", anchor=anchor, content=content)])
+    outcome = report.outcomes[0]
+    assert new == AGENT_SKILL and outcome.status == "skipped"
+    assert outcome.reason is not None
+    assert outcome.reason.startswith("edit would break the front matter: ")
+    assert broken in outcome.reason
+
+
+def test_deleting_the_closing_line_of_the_front_matter_is_skipped() -> None:
+    new, report = apply_edits(AGENT_SKILL, [Edit(op="replace", anchor="---\n\n# Working here",
+                                                 content="# Working here")])
+    assert new == AGENT_SKILL
+    assert "never closed" in (report.outcomes[0].reason or "")
+
+
+def test_a_skill_without_front_matter_is_free_text() -> None:
+    text = "---\n\nA rule under a rule line.\n"  # a horizontal rule, no front matter
+    new, report = apply_edits(text, [Edit(op="append", content="- Another rule.")])
+    assert report.outcomes[0].status == "applied" and new.endswith("- Another rule.\n")

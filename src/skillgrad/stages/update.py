@@ -12,6 +12,10 @@ Guarantees (what makes the step *bounded*):
   content is passed through ``neutralise_markers``, and an edit after which the blocks differ
   in any way is skipped.
 * ``append`` lands before any protected blocks that end the document, so they stay at the end.
+* A skill that opens with Agent Skills front matter keeps it valid: its ``description`` (when
+  an agent loads the skill) is trained like the body, but an edit after which the front matter
+  no longer parses, breaks a rule of the format (a description of 1-1,024 characters, ...)
+  or renames the skill is skipped, with the rule it broke.
 
 Anchors are located in three steps: (1) exact substring of the stripped anchor; (2) the same
 after normalising both sides (casefold, collapse whitespace, drop markdown punctuation and list
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Literal
 
+from skillgrad.agentskills import SkillFileError, errors_of, parse_skill, validate_skill
 from skillgrad.records import ApplyReport, Edit, EditOutcome
 from skillgrad.skill import Block, neutralise_markers, protected_spans, remove_span
 
@@ -95,6 +100,9 @@ def _apply_one(text: str, index: int, edit: Edit, threshold: float) -> tuple[str
             raise _Skip("no change", *_described(text, match))
         if _frozen(new) != _frozen(text):
             raise _Skip("edit would alter a protected block", *_described(text, match))
+        broken = _front_matter_broken(text, new)
+        if broken:
+            raise _Skip(f"edit would break the front matter: {broken}", *_described(text, match))
     except _Skip as skip:
         return text, EditOutcome(
             index=index,
@@ -111,6 +119,26 @@ def _apply_one(text: str, index: int, edit: Edit, threshold: float) -> tuple[str
     return new, EditOutcome(
         index=index, edit=edit, status=status, matched=matched, similarity=similarity
     )
+
+
+def _front_matter_broken(old: str, new: str) -> str | None:
+    """What ``new`` breaks of the Agent Skills front matter ``old`` opens with (None when
+    ``old`` has none, or ``new``'s is as valid as ``old``'s and names the same skill)."""
+    if not old.removeprefix("\ufeff").startswith("---"):
+        return None
+    try:
+        front_old, body_old, _ = parse_skill(old, "skill")
+    except SkillFileError:
+        return None  # not front matter to begin with: a rule like any other line
+    try:
+        front, body, _ = parse_skill(new, "skill")
+    except SkillFileError as exc:
+        return str(exc).removeprefix("skill: ")
+    if front.get("name") != front_old.get("name"):
+        return f"name: {front_old.get('name')!r} became {front.get('name')!r} (the skill's " \
+               "folder is named by it)"
+    before = set(errors_of(validate_skill(front_old, body_old)))
+    return next((p for p in errors_of(validate_skill(front, body)) if p not in before), None)
 
 
 def _described(text: str, match: _Match | None) -> tuple[str | None, float | None]:
