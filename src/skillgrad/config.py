@@ -113,6 +113,10 @@ class OptimizerSection(Section):
     skill_aware_consolidate_threshold: int = Field(
         8, ge=0, description="reminders in the appendix before one call consolidates them "
         "(0: never)")
+    train_description: bool = Field(
+        True, description="an agent target that loaded the skill on fewer than half of a "
+        "step's tasks: one optimizer call rewrites the description in the skill's front matter "
+        "(when the agent loads it), judged by the gate with the step's edits")
     max_unusable_steps: int | None = Field(
         3, ge=1, description="stop the run (resumable) after this many steps in a row in which "
         "no analyst reply could be used (every one failed to parse); null: never stop")

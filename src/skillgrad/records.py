@@ -256,6 +256,9 @@ class StepRecord(Record):
     # (train rollouts that loaded the skill, those whose agent chose whether to): an agent
     # target with the skill placed as an agent skill; None otherwise
     skill_loads: tuple[int, int] | None = None
+    # What the step did with an agent skill's description when the agent seldom loaded it
+    # ("loaded 0/3; description rewritten: ...", or why it was not); empty otherwise.
+    trigger: str = ""
 
 
 class RejectedStep(Record):

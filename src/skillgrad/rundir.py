@@ -13,7 +13,8 @@ Layout::
       run.json             the marker: the config fingerprint and the skillgrad version
       run.lock             held (flock) by the process training into the directory; its PID
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
-                           apply report, screened proposals (screen.json), gate decision,
+                           apply report, screened proposals (screen.json), an agent skill's new
+                           description (trigger.json), gate decision,
                            model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
       meta_skill.md        the optimizer's notes (never shown to the target)
@@ -149,6 +150,7 @@ class WorkDir:
         "rewrites": "rewrites.json",
         "appendix": "appendix.json",
         "screen": "screen.json",
+        "trigger": "trigger.json",
     }
 
     def __init__(self, path: Path) -> None:

@@ -121,7 +121,7 @@ def candidate_settings(
         consolidate_threshold=o.skill_aware_consolidate_threshold, meta=meta,
         constraints=size_note(skill, o.max_skill_tokens),
         rewrite_max_tokens=o.rewrite_max_tokens, max_skill_tokens=o.max_skill_tokens,
-        **sampling(cfg),
+        train_description=o.train_description, **sampling(cfg),
     )
 
 

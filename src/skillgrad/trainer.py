@@ -448,7 +448,7 @@ class Trainer:
             merged, budget, skill, self._optimizer("select"), making,
             lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
         return self._stage("update", None, lambda: update_stage(
-            chosen, skill, patches, self._optimizer, making, shown))
+            chosen, skill, patches, self._optimizer, making, shown, results))
 
     def _rollout(self, tasks: Sequence[Task], skill: str) -> list[RolloutResult]:
         return rollout(self.env, tasks, skill, self._target("rollout"),
@@ -604,7 +604,7 @@ class Trainer:
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
             changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
-            skill_loads=skill_loads(results),
+            skill_loads=skill_loads(results), trigger=proposal.trigger,
         )
 
     def _start_or_resume(self) -> TrainerState:

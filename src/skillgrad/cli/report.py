@@ -67,6 +67,8 @@ class ProgressCallback(TrainerCallback):
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
             f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]{why}"
         )
+        if r.trigger:  # the agent seldom loaded the skill: its description, retrained or not
+            self.progress.console.print(f"  skill {escape(r.trigger)}")
         if self.steps is not None:
             self.progress.advance(self.steps)
 

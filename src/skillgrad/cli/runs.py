@@ -227,6 +227,9 @@ def _step_block(s: StepView, width: int) -> list[str]:
         head += (f"; the agent loaded the skill in {r.skill_loads[0]} of {r.skill_loads[1]} "
                  "training tasks")
     out = wrap(head, width, hang="  ")
+    if r.trigger:  # the agent seldom loaded it: what became of the skill's description
+        out += wrap(f"description (when the agent loads the skill): {r.trigger}", width, "  ",
+                    "    ")
     if r.unusable:
         out += wrap(f"no usable analyst reply: {r.unusable}", width, "  ", "    ")
     if s.proposals:

@@ -35,6 +35,7 @@ from skillgrad.records import (
     EvalScore,
     Patch,
     Refused,
+    RolloutResult,
     Selection,
     Suggestion,
 )
@@ -51,6 +52,7 @@ from skillgrad.stages.hygiene import (
 )
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
+from skillgrad.stages.trigger import retrain_trigger
 from skillgrad.stages.update import apply_edits
 
 ModelFor = Callable[[str], ChatModel]
@@ -73,6 +75,7 @@ class CandidateSettings:
     rewrite_max_tokens: int | None = None
     temperature: float | None = None
     max_skill_tokens: int | None = None
+    train_description: bool = True
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class Proposal:
     score: EvalScore | None = None
     chosen: str | None = None
     artifacts: tuple[tuple[str, Any], ...] = ()
+    trigger: str = ""  # what the step did with an agent skill's description (stages.trigger)
+    description: str | None = None  # the description the candidate gives it, when rewritten
 
     @property
     def kept(self) -> tuple[Edit | Suggestion, ...]:
@@ -141,6 +146,8 @@ class Proposal:
             head = item.type if isinstance(item, Suggestion) else item.op
             out.append(f"{head}: {_clip(text)}")
         out += [f"reminder: {_clip(r)}" for r in self.reminders]
+        if self.description is not None:
+            out.append(f"description: {_clip(self.description)}")
         if not out and any(kind == "rewrites" for kind, _ in self.artifacts):
             out.append("whole-document rewrite")
         return tuple(out)
@@ -234,13 +241,14 @@ def _best_document(proposal: Proposal, evaluate: Evaluate, metric: Metric) -> Pr
 def update_stage(
     proposal: Proposal, skill: str, patches: Sequence[Patch], model_for: ModelFor,
     settings: CandidateSettings, evidence: Evidence = NO_EVIDENCE,
+    results: Sequence[RolloutResult] = (),
 ) -> Proposal:
-    """The optimizer step: the selected changes made to the skill."""
+    """The optimizer step: the selected changes made to the skill, and, when the step's
+    ``results`` show an agent that seldom loaded it, a new description (its trigger)."""
     if settings.mode == "full_rewrite_minibatch":
-        if proposal.chosen is None:
-            return proposal
-        return replace(proposal, candidate=proposal.chosen, n_applied=1)
-    if settings.mode == "rewrite_from_suggestions":
+        if proposal.chosen is not None:
+            proposal = replace(proposal, candidate=proposal.chosen, n_applied=1)
+    elif settings.mode == "rewrite_from_suggestions":
         proposal = _rewrite(proposal, skill, model_for("rewrite"), settings, evidence)
     else:
         candidate, report = _apply_selected(proposal, skill, settings.fuzzy_threshold)
@@ -248,7 +256,28 @@ def update_stage(
             "apply_report", report, candidate=candidate, report=report,
             n_applied=report.count("applied"), n_fuzzy=report.count("applied_fuzzy"),
             n_skipped=report.count("skipped"))
-    return _add_reminders(proposal, patches, model_for, settings, evidence)
+    if settings.mode != "full_rewrite_minibatch":
+        proposal = _add_reminders(proposal, patches, model_for, settings, evidence)
+    return _retrain_trigger(proposal, skill, results, model_for, settings, evidence)
+
+
+def _retrain_trigger(
+    proposal: Proposal, skill: str, results: Sequence[RolloutResult], model_for: ModelFor,
+    settings: CandidateSettings, evidence: Evidence,
+) -> Proposal:
+    """An agent skill's description rewritten when the agent seldom loaded the skill
+    (:mod:`skillgrad.stages.trigger`); the candidate as it was otherwise."""
+    if not settings.train_description or proposal.refusal is not None or not results:
+        return proposal
+    made = retrain_trigger(proposal.candidate, results, model_for("trigger"), evidence,
+                           threshold=settings.fuzzy_threshold, max_tokens=settings.max_tokens,
+                           temperature=settings.temperature)
+    if made is None:
+        return proposal
+    data = {"note": made.note, "description": made.description,
+            "outcome": made.outcome.model_dump(mode="json") if made.outcome else None}
+    return proposal.adding("trigger", data, candidate=made.candidate, trigger=made.note,
+                           description=made.description)
 
 
 def _apply_selected(proposal: Proposal, skill: str, threshold: float) -> tuple[str, ApplyReport]:

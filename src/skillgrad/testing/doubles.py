@@ -64,7 +64,8 @@ def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatReques
     success analysts propose nothing; merges fold duplicates; ranks keep the given order; the
     learning rate applies every edit that fits; the epoch-level calls restate the skill's
     rules, count the decisions and keep the first reminders; rewrites append the proposed
-    rules."""
+    rules; an agent skill's new description is the analyst's ``description`` (asked with the
+    requests the agent did not load it for), or the skill's first heading."""
 
     def reply(request: ChatRequest) -> Any:
         answer = _ANSWERS.get(request.kind or "")
@@ -181,6 +182,18 @@ def _rewritten(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
     return {"document": _with_rules(call.skill(), rules)}
 
 
+def _trigger(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
+    """A new description for a skill the agent seldom loaded: the analyst's, when its reply
+    to the requests holds a ``description``; else the skill's first heading and when to use
+    it."""
+    out = analyse(call.skill(), call.after("## Requests for which"), call.prompt)
+    if isinstance(out.get("description"), str):
+        return {"description": out["description"]}
+    lines = [ln.strip("# ").strip() for ln in call.skill().splitlines() if ln.startswith("#")]
+    head = lines[0] if lines else "How to handle these requests"
+    return {"description": f"{head}. Use it for every request of the kind it was written for."}
+
+
 _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "analyst_failure": _failure_edits,
     "analyst_rules": _failure_rules,
@@ -196,6 +209,7 @@ _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "consolidate": _reminders,
     "rewrite": _revised,
     "rewrite_minibatch": _rewritten,
+    "trigger": _trigger,
 }
 
 
