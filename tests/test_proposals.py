@@ -262,3 +262,51 @@ def test_a_line_that_hurts_is_found_by_ablation_when_no_added_rule_can_undo_it(
 def test_no_ablation_by_default(toy_dir: Path) -> None:
     _train(_sampled(toy_dir, helpful=False, proposals=1), toy_dir / "run")
     assert not (toy_dir / "run" / "steps" / "e01-s001" / "screen.json").exists()
+
+
+def test_a_skill_the_gate_rejected_is_not_judged_again(toy_dir: Path) -> None:
+    """The greedy proposal (a greeting that changes nothing scored) comes back at step 2 as
+    the same skill: the gate's verdict on it stands, and no selection task is run for it."""
+    cfg = toy_config(
+        toy_dir,
+        model={"target": {"backend": "scripted", "function": "toy:target"},
+               "optimizer": {"backend": "scripted", "function": "toy:make_sampled_optimizer",
+                             "function_args": {"helpful": True}}},
+        train={"num_epochs": 1, "steps_per_epoch": 2},
+        gradient={"minibatch_size": 100, "failure_only": True, "proposals": 1,
+                  "proposal_form": "rules"})
+    trainer = _train(cfg, toy_dir / "run")
+    assert trainer.state is not None
+    first, second = trainer.state.history
+    assert first.decision == "reject" and first.candidate_hash
+    assert second.decision == "skip"
+    gate = json.loads((toy_dir / "run" / "steps" / "e01-s002" / "gate.json").read_text())
+    assert gate["reason"] == ("the gate rejected this same skill at step 1; it is not judged "
+                              "again")
+    assert [c for c in _calls(toy_dir / "run" / "steps" / "e01-s002")
+            if c["stage"] == "eval_val"] == []
+
+
+def test_the_screen_passes_over_a_skill_the_gate_rejected_before() -> None:
+    from skillgrad.skill import skill_hash
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import screen
+
+    skill = "# Skill\n"
+    old, new = skill + "- Old rule.\n", skill + "- New rule.\n"
+    tasks = [Task(id="t1", prompt="q", reference=["a"])]
+    baseline = [RolloutResult(task_id="t1", messages=(), answer="b", hard=0.0, soft=0.0)]
+    rolled: list[str] = []
+
+    def run(doc: str, ts: Any) -> list[RolloutResult]:
+        rolled.append(doc)
+        return [RolloutResult(task_id="t1", messages=(), answer="a", hard=1.0, soft=1.0)]
+
+    done = screen([Proposal(candidate=old), Proposal(candidate=new)], skill, baseline, tasks,
+                  run, lambda rs: sum(r.hard for r in rs), {skill_hash(old): 3})
+    assert done.chosen == 1 and rolled == [new]
+    assert done.rows[0]["status"] == "rejected before"
+    assert done.rows[0]["reason"] == "the gate rejected this same skill at step 3"
+    alone = screen([Proposal(candidate=old)], skill, baseline, tasks, run,
+                   lambda rs: sum(r.hard for r in rs), {skill_hash(old): 3})
+    assert alone.chosen is None and "1 the gate rejected before" in alone.reason

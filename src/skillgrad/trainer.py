@@ -303,7 +303,8 @@ class Trainer:
                 [m[1] for m in made], skill, results, tasks,
                 lambda doc, ts: rollout(self.env, ts, doc, self._target("screen"),
                                         workers=self.cfg.execution.rollout_workers),
-                lambda rs: self.gate_rule.value(score(rs, "screen", ""))))
+                lambda rs: self.gate_rule.value(score(rs, "screen", "")),
+                self._rejected_hashes()))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason
@@ -496,6 +497,10 @@ class Trainer:
         if skill_hash(candidate) == s.current_hash:
             return GateDecision(decision="skip", **common,
                                 reason=f"{unchanged}; the skill is unchanged")
+        before = self._rejected_hashes().get(skill_hash(candidate))
+        if before is not None:  # judged on the same selection tasks: the same verdict
+            return GateDecision(decision="skip", **common, reason=(
+                f"the gate rejected this same skill at step {before}; it is not judged again"))
         # The candidate and the skills it is compared with, those not scored yet, share one
         # evaluation (the checkpoint usually holds the current and the best skill's scores).
         unknown = [d for d in dict.fromkeys((s.current_hash, s.best_hash))
@@ -511,6 +516,11 @@ class Trainer:
                        directive_density(self.run.load_skill(s.current_hash)),
                        directive_density(self.run.load_skill(s.best_hash)))
         return decide(cand, current, best, rule, density=density)
+
+    def _rejected_hashes(self) -> dict[str, int]:
+        """The skills the gate rejected in this run (hash -> the global step)."""
+        return {r.candidate_hash: r.global_step for r in self._require_state().history
+                if r.decision == "reject" and r.candidate_hash}
 
     def evaluate(self, skill: str, split: str, tasks: Sequence[Task]) -> EvalScore:
         """Score ``skill`` on ``tasks``; a skill already scored on the split is not re-run."""

@@ -9,7 +9,7 @@ choosing among several does not bias the gate's estimate.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +37,12 @@ def screen(
     tasks: Sequence[Task],
     run: Callable[[str, Sequence[Task]], list[RolloutResult]],
     value: Callable[[Sequence[RolloutResult]], float],
+    rejected: Mapping[str, int] | None = None,
 ) -> Screening:
     """Roll out each distinct, changed, unrefused candidate on ``tasks`` and choose the best
-    that beats ``baseline`` (the current skill on the same tasks); ties go to the earlier."""
+    that beats ``baseline`` (the current skill on the same tasks); ties go to the earlier. A
+    candidate the gate already rejected (``rejected``: skill hash -> the global step) is not
+    rolled out again, so the next one goes to the gate in its place."""
     current = value(baseline)
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -54,6 +57,9 @@ def screen(
             row.update(status="unchanged", reason=p.unchanged_reason())
         elif digest in seen:
             row.update(status="duplicate", reason=f"the same skill as proposal {seen[digest]}")
+        elif rejected and digest in rejected:
+            row.update(status="rejected before",
+                       reason=f"the gate rejected this same skill at step {rejected[digest]}")
         else:
             seen[digest] = i
             results = run(p.candidate, tasks)
@@ -69,7 +75,10 @@ def screen(
                   f"{len(tasks)} training tasks, the current skill {current:.3f}")
         return Screening(best[1], reason, current, rows)
     if not scored:
-        reason = f"none of the {len(proposals)} proposals changed the skill"
+        before = [r for r in rows if r["status"] == "rejected before"]
+        reason = (f"none of the {len(proposals)} proposals changed the skill" if not before else
+                  f"none of the {len(proposals)} proposals is a new skill ({len(before)} the "
+                  "gate rejected before)")
     else:
         top = max(r["score"] for r in scored)
         reason = (f"no proposal beat the current skill on the step's {len(tasks)} training "
