@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import toy
 import yaml
 from conftest import toy_config
@@ -229,6 +230,44 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
         assert find_quote(rule, ev) is None, rule
     skill = f"# Skill\n\n{SCAFFOLD}\n"
     assert find_quote(SCAFFOLD + " Keep it short.", ev, skill) is None
+
+
+@pytest.mark.parametrize(("rule", "kind", "phrase"), [
+    # Accepted once on a held-out reading set: the agent never sees "the answer".
+    ("Before you answer, compare the length of your reply with the answer. If your reply is "
+     "longer than the answer, leave out the extra words.", "unseen", "your reply with the answer"),
+    ("If your reply is incorrect, provide the correct answer.", "unseen",
+     "If your reply is incorrect"),
+    ("Make sure your reply matches the expected answer format.", "unseen",
+     "your reply matches the expected answer"),
+    # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
+    ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
+     "share 1 word with"),
+    ("Give an answer that is part of an expected answer.", "analysis",
+     "is part of an expected answer"),
+])
+def test_a_rule_about_what_the_agent_never_sees_is_refused(rule: str, kind: str,
+                                                            phrase: str) -> None:
+    quote = find_quote(rule, Evidence())  # no evidence needed: nothing of a task is quoted
+    assert quote is not None and (quote.kind, quote.quoted) == (kind, phrase)
+    assert quote.reason().startswith(
+        "speaks of what the agent never sees" if kind == "unseen"
+        else "echoes skillgrad's failure analysis")
+
+
+def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
+    for rule in ("Reply with the answer only.", "Put the answer on the last line.",
+                 "Give the number as the answer, without units.",
+                 "Keep your answer as short as possible.",
+                 "Answer with the shortest span of the passage that answers the question.",
+                 "Use the format the question asks for (HH:MM or HH:MM:SS), two digits per "
+                 "field."):
+        assert find_quote(rule, Evidence()) is None, rule
+    said = "# Skill\n\n- Compare your reply with the answer key the task gives.\n"
+    assert find_quote("Compare your reply with the answer key the task gives, twice.",
+                      Evidence(), said) is None  # the skill's own words never count
+    assert find_quote("Compare your reply with the answer key the task gives, twice.",
+                      Evidence()) is not None
 
 
 # ----------------------------------------------------------------------------- in training

@@ -71,7 +71,27 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
-               "instructions", "refused"]
+               "instructions", "refused", "unseen", "analysis"]
+
+# What the agent never sees, spoken of as if it did: the reference its reply is scored against
+# ("compare your reply with the answer", "if your reply is incorrect"), and the words of
+# skillgrad's own failure analysis ("shares 1 word with the expected answer"). The optimizer
+# reads replies beside expected answers; a rule it writes in those terms is one the agent
+# cannot follow.
+_ANSWER = r"(?:the|an|any|each|every)\s+(?:expected\s+|correct\s+|gold\s+|reference\s+|right\s+)?answers?\b"
+# The agent's reply as a noun ("your reply", "the response"): "Reply with the answer" is an
+# instruction, "compare your reply with the answer" a comparison with the unseen reference.
+_REPLY = r"\b(?:your|the|its|each|every)\s+(?:reply|replies|response|responses|output|answer|answers)\b"
+_UNSEEN: tuple[re.Pattern[str], ...] = (
+    re.compile(_REPLY + r"[^.;:!?]{0,80}?\b(?:with|than|to|as|match(?:es)?|equals?)\s+"
+               + _ANSWER, re.IGNORECASE),
+    re.compile(r"\bif\s+(?:your|the|its)\s+(?:reply|response|answer|output)\s+(?:is|was)\s+"
+               r"(?:not\s+)?(?:incorrect|wrong|correct|right)\b", re.IGNORECASE),
+)
+_ANALYSIS = re.compile(
+    r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
+    r"words?\b|\bexcept\s+for\s+case\s+or\s+punctuation\b|\bis\s+part\s+of\s+an?\s+"
+    r"(?:expected\s+)?answer\b", re.IGNORECASE)
 
 
 def words(text: str) -> list[str]:
@@ -117,6 +137,9 @@ class Quote:
             "scaffolding": "copies the task prompt's scaffolding",
             "instructions": "copies the optimizer prompt's own instructions",
             "refused": "repeats text refused earlier",
+            "unseen": "speaks of what the agent never sees (the expected answer, whether its "
+                      "reply is right)",
+            "analysis": "echoes skillgrad's failure analysis",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
 
@@ -196,12 +219,29 @@ def _strings(reference: Any) -> list[str]:
     return []
 
 
+def unseen_quote(text: str, skill: str = "") -> Quote | None:
+    """A phrase of ``text`` that speaks of what the agent never sees (its reply compared with
+    the expected answer, whether its reply is correct), or that echoes the failure analysis's
+    relation words; None when there is none, or the skill already says it."""
+    checks: tuple[tuple[Kind, tuple[re.Pattern[str], ...]], ...] = (
+        ("analysis", (_ANALYSIS,)), ("unseen", _UNSEEN))
+    for kind, patterns in checks:
+        for pattern in patterns:
+            found = pattern.search(text)
+            if found is not None and found.group(0).lower() not in skill.lower():
+                return Quote(kind, found.group(0))
+    return None
+
+
 def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     """The first thing ``text`` must not carry into a skill, or ``None`` when it is clean.
 
     Runs of words that ``skill`` (the current document) already contains are exempt."""
-    if not evidence or not text.strip():
+    if not text.strip():
         return None
+    unseen = unseen_quote(text, skill)
+    if unseen is not None or not evidence:
+        return unseen
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
