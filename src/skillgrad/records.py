@@ -114,6 +114,10 @@ class Patch(Record):
     raw: str | None = None
     minibatch: int | None = None
     refused: tuple[Refused, ...] = ()  # what the analyst proposed first and hygiene refused
+    tasks: tuple[str, ...] = ()  # the tasks the analyst read (what a merge shows it came from)
+    # What skillgrad put back after a merge: a proposal the merge left out, or an edit whose op
+    # or anchor the merge changed into one that cannot be applied (one line each).
+    repaired: tuple[str, ...] = ()
 
 
 class EditOutcome(Record):
@@ -259,6 +263,9 @@ class StepRecord(Record):
     # What the step did with an agent skill's description when the agent seldom loaded it
     # ("loaded 0/3; description rewritten: ...", or why it was not); empty otherwise.
     trigger: str = ""
+    # Where proposals were lost or put back on their way to the candidate, one phrase per
+    # stage ("hygiene refused 2", "update skipped 1: empty anchor", "merge: 1 put back").
+    losses: tuple[str, ...] = ()
 
 
 class RejectedStep(Record):

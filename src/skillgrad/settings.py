@@ -111,7 +111,8 @@ def candidate_settings(
     return CandidateSettings(
         mode=o.skill_update_mode,
         merge=MergeSettings(merge_batch_size=g.merge_batch_size, workers=g.analyst_workers,
-                            max_edits=max_edits_per_call(cfg), meta=meta, **sampling(cfg)),
+                            max_edits=max_edits_per_call(cfg), meta=meta,
+                            form=g.proposal_form, **sampling(cfg)),
         select=SelectSettings(mode=o.lr_control_mode, ceiling=o.ceiling, kind=kind,
                               rejected_text=render_rejected(rejected(cfg, context)),
                               meta=meta, history=render_history(context.history),

@@ -443,8 +443,9 @@ class Trainer:
         step's rollouts, whose tasks no edit may quote)."""
         making = settings.candidate_settings(self.cfg, skill, self._context())
         shown = self._evidence(results)
+        requests = {t.id: t.prompt for t in self._train_by_id.values()}
         merged = self._stage("aggregate", None, lambda: aggregate_stage(
-            skill, patches, self._optimizer("aggregate"), making, shown))
+            skill, patches, self._optimizer("aggregate"), making, shown, requests))
         chosen = self._stage("select", None, lambda: select_stage(
             merged, budget, skill, self._optimizer("select"), making,
             lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))
@@ -615,6 +616,7 @@ class Trainer:
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
             changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
             skill_loads=skill_loads(results), trigger=proposal.trigger,
+            losses=proposal.losses(),
         )
 
     def _start_or_resume(self) -> TrainerState:

@@ -60,12 +60,14 @@ class ProgressCallback(TrainerCallback):
         budget = (f"{r.rate.applied} ({r.rate.mode})" if r.rate and r.rate.mode != "fixed"
                   else str(r.budget))
         why = f" ({escape(r.reason)})" if r.reason else ""
+        lost = f"; {escape('; '.join(r.losses))}" if r.losses else ""
         loads = (f", skill loaded {r.skill_loads[0]}/{r.skill_loads[1]}" if r.skill_loads
                  else "")
         self.progress.console.print(
             f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}{loads}, budget {budget}, "
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
-            f"({r.n_proposed} proposed), val {cur} -> {cand}: [bold]{r.decision}[/bold]{why}"
+            f"({r.n_proposed} proposed{lost}), val {cur} -> {cand}: "
+            f"[bold]{r.decision}[/bold]{why}"
         )
         if r.trigger:  # the agent seldom loaded the skill: its description, retrained or not
             self.progress.console.print(f"  skill {escape(r.trigger)}")

@@ -227,6 +227,8 @@ def _step_block(s: StepView, width: int) -> list[str]:
         head += (f"; the agent loaded the skill in {r.skill_loads[0]} of {r.skill_loads[1]} "
                  "training tasks")
     out = wrap(head, width, hang="  ")
+    if r.losses:  # where proposals were lost or put back on the way to the candidate
+        out += wrap(f"on the way to the candidate: {'; '.join(r.losses)}", width, "  ", "    ")
     if r.trigger:  # the agent seldom loaded it: what became of the skill's description
         out += wrap(f"description (when the agent loads the skill): {r.trigger}", width, "  ",
                     "    ")

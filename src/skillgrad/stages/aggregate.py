@@ -1,11 +1,23 @@
 """Aggregate: gradient accumulation. Patches from many minibatches are merged level by level
 in groups of ``merge_batch_size`` (the groups of one level in parallel), failure and success
 patches separately, then one final merge that favours failure fixes.
+
+No proposal is lost to the merge:
+
+* Plain rules (``proposal_form: rules``) are merged as rules: the merge writes text only, and
+  each merged rule becomes an appended bullet, so it cannot invent an op or an anchor. It is
+  shown the requests each proposal was written from and asked to turn rules that contradict
+  each other into one rule with the condition that separates them. A rule of the inputs that
+  no merged rule covers (most of its content words in one merged rule) is put back.
+* An edit whose op or anchor the merge changed into one that cannot be applied (an anchor that
+  is empty or not in the skill) gets back the op and anchor of the proposal it came from.
+
+Both repairs are recorded in the merged patch (``repaired``), and so in the step's folder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from skillgrad import prompts
@@ -14,8 +26,14 @@ from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Patch
+from skillgrad.stages.hygiene import words
 from skillgrad.stages.render import render_edits
-from skillgrad.stages.replies import PatchReply, patch_schema
+from skillgrad.stages.replies import PatchReply, RulesReply, patch_schema, rule_edit, rules_schema
+from skillgrad.stages.update import apply_edits
+from skillgrad.words import FUNCTION_WORDS
+
+COVERED = 0.6  # the share of a rule's content words one merged rule must hold to cover it
+_EXAMPLES, _EXAMPLE_CHARS = 2, 200  # requests shown with each proposal in a rules merge
 
 
 @dataclass(frozen=True)
@@ -26,6 +44,7 @@ class MergeSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     meta: str = ""
+    form: str = "edits"  # gradient.proposal_form: "rules" merges plain rules as rules
 
 
 @dataclass
@@ -37,14 +56,16 @@ class Aggregation:
 
 
 def aggregate(
-    patches: Sequence[Patch], skill: str, model: ChatModel, settings: MergeSettings
+    patches: Sequence[Patch], skill: str, model: ChatModel, settings: MergeSettings,
+    requests: Mapping[str, str] | None = None,
 ) -> Aggregation:
+    """``requests``: each task's request by id, shown with the rules a merge of rules merges."""
     usable = [p for p in patches if p.edits]
     levels: list[list[Patch]] = []
     failure = _merge_family([p for p in usable if p.source == "failure"], "failed", skill, model,
-                            settings, levels)
+                            settings, levels, requests or {})
     success = _merge_family([p for p in usable if p.source == "success"], "solved", skill, model,
-                            settings, levels)
+                            settings, levels, requests or {})
     if failure is None and success is None:
         return Aggregation(Patch(source="merged", reasoning="no usable proposals"), levels)
     if failure is None or success is None:
@@ -62,7 +83,7 @@ def aggregate(
 
 def _merge_family(
     patches: list[Patch], kind: str, skill: str, model: ChatModel, settings: MergeSettings,
-    levels: list[list[Patch]],
+    levels: list[list[Patch]], requests: Mapping[str, str],
 ) -> Patch | None:
     if not patches:
         return None
@@ -74,6 +95,8 @@ def _merge_family(
         def merge(group: list[Patch]) -> Patch:
             if len(group) == 1:
                 return group[0]
+            if _all_rules(group, settings):
+                return _merge_rules(group, kind, skill, model, settings, requests)
             proposals = "\n\n".join(
                 f"### Proposal {n}\nreasoning: {p.reasoning}\n{render_edits(p.edits)}"
                 for n, p in enumerate(group, 1)
@@ -98,9 +121,117 @@ def _ask_merge(
     if reply.value is None:
         # Recorded fallback: the inputs are kept, concatenated without duplicates.
         return Patch(source=source, edits=concatenate(inputs), raw=reply.raw,
+                     error=f"merge reply unusable ({reply.error}); inputs kept unmerged",
+                     tasks=_tasks(inputs))
+    edits, repaired = _restore_ops([e.to_edit() for e in reply.value.edits], inputs, skill)
+    return Patch(source=source, reasoning=reply.value.reasoning, edits=tuple(edits),
+                 tasks=_tasks(inputs), repaired=tuple(repaired))
+
+
+def _all_rules(group: Sequence[Patch], settings: MergeSettings) -> bool:
+    return settings.form == "rules" and all(e.op == "append" for p in group for e in p.edits)
+
+
+def _merge_rules(group: list[Patch], kind: str, skill: str, model: ChatModel,
+                 settings: MergeSettings, requests: Mapping[str, str]) -> Patch:
+    """Plain rules merged as rules: text in, text out, every merged rule an appended bullet;
+    a rule of the inputs that no merged rule covers is put back."""
+    blocks = []
+    for n, p in enumerate(group, 1):
+        shown = [_tail(requests[t]) for t in p.tasks if t in requests][:_EXAMPLES]
+        examples = "".join(f"\n   request: {r!r}" for r in shown)
+        rules = "\n".join(f"- {e.content.removeprefix('- ')} (support {e.support})"
+                          for e in p.edits)
+        blocks.append(f"### Proposal {n}\nreasoning: {p.reasoning}{examples}\n{rules}")
+    text = prompts.render("merge_rules", kind=kind, skill=skill, meta=settings.meta,
+                          proposals="\n\n".join(blocks), max_edits=str(settings.max_edits))
+    reply = ask_json(model, [Message(role="user", content=text)], RulesReply, kind="merge_rules",
+                     max_tokens=settings.max_tokens, temperature=settings.temperature,
+                     schema=rules_schema(settings.max_edits))
+    source = group[0].source if len({p.source for p in group}) == 1 else "merged"
+    inputs = concatenate(group)
+    if reply.value is None:
+        return Patch(source=source, edits=inputs, raw=reply.raw, tasks=_tasks(group),
                      error=f"merge reply unusable ({reply.error}); inputs kept unmerged")
-    return Patch(source=source, reasoning=reply.value.reasoning,
-                 edits=tuple(e.to_edit() for e in reply.value.edits))
+    merged = [rule_edit(r, 1) for r in reply.value.rules if r.strip()]
+    supports = [0] * len(merged)
+    repaired: list[str] = []
+    kept: list[Edit] = []
+    for e in inputs:
+        at = _covering(e.content, [m.content for m in merged])
+        if at is None:
+            kept.append(e)
+            repaired.append(f"rule {_clip(e.content, 120)!r}: left out by the merge, kept")
+        else:
+            supports[at] += e.support
+    edits = [m.model_copy(update={"support": max(s, 1)}) for m, s in zip(merged, supports,
+                                                                          strict=True)]
+    return Patch(source=source, reasoning=reply.value.reasoning, edits=tuple(edits + kept),
+                 tasks=_tasks(group), repaired=tuple(repaired))
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in words(text) if w not in FUNCTION_WORDS}
+
+
+def _covering(rule: str, merged: Sequence[str]) -> int | None:
+    """The merged rule that holds most of ``rule``'s content words (at least :data:`COVERED`
+    of them), or None."""
+    mine = _content_words(rule)
+    if not mine:
+        return 0 if merged else None
+    best, at = 0.0, None
+    for i, other in enumerate(merged):
+        share = len(mine & _content_words(other)) / len(mine)
+        if share > best:
+            best, at = share, i
+    return at if best >= COVERED else None
+
+
+def _restore_ops(edits: list[Edit], inputs: Sequence[Patch], skill: str
+                 ) -> tuple[list[Edit], list[str]]:
+    """Merged edits whose anchor cannot be found (empty, or not in ``skill``) given back the
+    op and anchor of the input edit they came from (the one whose content they hold most of);
+    those with none such are left to the update, which reports them."""
+    originals = [e for p in inputs for e in p.edits]
+    out, repaired = [], []
+    for e in edits:
+        if e.op == "append" or _placeable(e, skill):
+            out.append(e)
+            continue
+        at = _covering(e.content, [o.content for o in originals]) if e.content else None
+        source = originals[at] if at is not None else None
+        if source is None or (source.op != "append" and not _placeable(source, skill)):
+            out.append(e)
+            continue
+        out.append(e.model_copy(update={"op": source.op, "anchor": source.anchor}))
+        was = f"{e.op} with {'an empty anchor' if not e.anchor.strip() else 'an anchor not in the skill'}"
+        repaired.append(f"edit {_clip(e.content, 120)!r}: the merge's {was} restored to the "
+                        f"proposal's {source.op}")
+    return out, repaired
+
+
+def _placeable(edit: Edit, skill: str) -> bool:
+    """Whether ``edit``'s anchor is found in ``skill`` as the update finds anchors."""
+    if not edit.anchor.strip():
+        return False
+    outcome = apply_edits(skill, [edit])[1].outcomes[0]
+    return not (outcome.status == "skipped" and "anchor" in (outcome.reason or ""))
+
+
+def _tasks(patches: Sequence[Patch]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t for p in patches for t in p.tasks))
+
+
+def _tail(text: str, limit: int = _EXAMPLE_CHARS) -> str:
+    """The end of a request (where its question usually is), on one line."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else "…" + text[1 - limit:]
+
+
+def _clip(text: str, limit: int = _EXAMPLE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def concatenate(patches: Sequence[Patch]) -> tuple[Edit, ...]:

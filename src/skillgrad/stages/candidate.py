@@ -23,7 +23,7 @@ earlier ones found; whatever the mode, the gate decides whether the candidate is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -138,6 +138,23 @@ class Proposal:
             parts.append(f"{len(skipped)} {_edits(skipped)} skipped: {'; '.join(reasons)}")
         return f"no change could be applied ({'; '.join(parts)})"
 
+    def losses(self) -> tuple[str, ...]:
+        """Where proposals were lost, or put back, on the way to the candidate: one phrase
+        per stage (the analysts' and the aggregate's hygiene, the merge, the update)."""
+        out = []
+        if self.refused:
+            out.append(f"hygiene refused {len(self.refused)}")
+        merged = dict(self.artifacts).get("merged_patch")
+        repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
+        if repaired:
+            out.append(f"merge: {len(repaired)} put back")
+        skipped = [o for o in (self.report.outcomes if self.report else ())
+                   if o.status == "skipped"]
+        if skipped:
+            reasons = "; ".join(dict.fromkeys(o.reason or "no reason given" for o in skipped))
+            out.append(f"update skipped {len(skipped)}: {reasons}")
+        return tuple(out)
+
     def changes(self) -> tuple[str, ...]:
         """Short descriptions of what the candidate changes (for records and the meta skill)."""
         out = []
@@ -176,7 +193,7 @@ def size_note(skill: str, cap: int | None) -> str:
 
 def aggregate_stage(
     skill: str, patches: Sequence[Patch], model: ChatModel, settings: CandidateSettings,
-    evidence: Evidence = NO_EVIDENCE,
+    evidence: Evidence = NO_EVIDENCE, requests: Mapping[str, str] | None = None,
 ) -> Proposal:
     """Gradient accumulation: the patches of every minibatch as one set of proposals, less
     those that quote what the optimizer was shown (``evidence``)."""
@@ -194,7 +211,7 @@ def aggregate_stage(
         items, refused = clean_items(fold_suggestions(patches), evidence, skill)
         return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                         n_proposed=sum(len(p.suggestions) for p in patches))
-    agg = aggregate(patches, skill, model, settings.merge)
+    agg = aggregate(patches, skill, model, settings.merge, requests)
     items, refused = clean_items(agg.merged.edits, evidence, skill)
     return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                     n_proposed=sum(len(p.edits) for p in patches),

@@ -197,9 +197,10 @@ def analyse(
     if suggest:
         return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
                      suggestions=tuple(i for i in items if isinstance(i, Suggestion)),
-                     refused=tuple(refused))
+                     refused=tuple(refused), tasks=tuple(r.task_id for r in batch))
     return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
-                 edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused))
+                 edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused),
+                 tasks=tuple(r.task_id for r in batch))
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:

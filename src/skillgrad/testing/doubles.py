@@ -61,7 +61,7 @@ def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatReques
 
     ``analyse_failures(skill, failed_tasks, prompt)`` answers the failure analysts (as edits,
     or as suggestions or plain rules when those are asked for) and the whole-document rewrite of a minibatch;
-    success analysts propose nothing; merges fold duplicates; ranks keep the given order; the
+    success analysts propose nothing; merges (of edits or of plain rules) fold duplicates; ranks keep the given order; the
     learning rate applies every edit that fits; the epoch-level calls restate the skill's
     rules, count the decisions and keep the first reminders; rewrites append the proposed
     rules; an agent skill's new description is the analyst's ``description`` (asked with the
@@ -139,6 +139,16 @@ def _merged(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
     return {"reasoning": "merged duplicates", "edits": edits_in_prompt(call.prompt)}
 
 
+def _merged_rules(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
+    """The rules listed in a merge of rules, duplicates folded, most supported first."""
+    support: dict[str, int] = {}
+    for rule, n in re.findall(r"^- (.*) \(support (\d+)\)$", call.after("## Proposals"),
+                              re.MULTILINE):
+        support[rule] = support.get(rule, 0) + int(n)
+    return {"difference": "merged duplicates",
+            "rules": sorted(support, key=lambda r: -support[r])}
+
+
 def _ranked(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
     count = len(re.findall(r"^\d+\. \[", call.outside_skill(), re.MULTILINE))  # listed items
     return {"reasoning": "as given", "order": list(range(1, count + 1))}
@@ -202,6 +212,7 @@ _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "suggest_success": _no_suggestions,
     "merge": _merged,
     "merge_final": _merged,
+    "merge_rules": _merged_rules,
     "rank": _ranked,
     "learning_rate": _rate,
     "slow_update": _guidance,
