@@ -14,7 +14,7 @@ description obeys the Agent Skills limits (1-1,024 characters, valid YAML), may 
 training item's words into the skill (the same hygiene as every edit), and is applied as a
 ``replace`` of the description entry, so the apply report and the records show it like any
 edit. A skill without front matter has no description to train (the agent backend's
-``description`` option stands in for it): that is said in the step's record.
+``description`` setting stands in for it): that is said in the step's record.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def retrain_trigger(candidate: str, results: Sequence[RolloutResult], model: Cha
         front, body, head = parse_skill(candidate, "skill")
     except SkillFileError:
         return Trigger(candidate, f"{rate}; not trained: the skill has no front matter, so "
-                       "its description is the agent backend's option")
+                       "its description is the agent backend's setting")
     entry = _entry(head)
     current = front.get("description")
     if entry is None or not isinstance(current, str):
