@@ -255,6 +255,39 @@ def test_a_rule_about_what_the_agent_never_sees_is_refused(rule: str, kind: str,
         else "echoes skillgrad's failure analysis")
 
 
+def _times() -> Evidence:
+    """A time-arithmetic batch of two question templates (no group in the data)."""
+    questions = {
+        "c1": "A call started at 09:15:10 and ended at 10:20:05. How long was the call, in "
+              "HH:MM:SS?",
+        "c2": "A call started at 11:02:00 and ended at 11:40:30. How long was the call, in "
+              "HH:MM:SS?",
+        "c3": "A call started at 07:00:15 and ended at 07:45:00. How long was the call, in "
+              "HH:MM:SS?",
+        "t1": "A train left at 08:00 and arrived at 09:30. How long was the trip, in HH:MM?",
+        "t2": "A train left at 13:10 and arrived at 15:05. How long was the trip, in HH:MM?",
+        "t3": "A train left at 06:45 and arrived at 07:20. How long was the trip, in HH:MM?",
+        "t4": "A bus left at 10:00 and arrived at 10:50. How long was the trip, in HH:MM?",
+    }
+    results = [RolloutResult(task_id=i, messages=(Message(role="user", content=q),),
+                             answer="x", hard=0.0, soft=0.0) for i, q in questions.items()]
+    return Evidence.of(results, {i: Task(id=i, prompt=q, reference=["00:00"])
+                                 for i, q in questions.items()})
+
+
+def test_the_words_of_one_question_template_are_an_instance_fact() -> None:
+    ev = _times()
+    quote = find_quote("Reply in HH:MM:SS and include the full duration of the call in seconds.",
+                       ev)
+    assert quote is not None and quote.kind == "group" and "call" in quote.quoted.split()
+    assert quote.reason().startswith("quotes what only one group of training items says")
+    for rule in ("Give the duration in the format the question asks for.",
+                 "When the question asks for HH:MM:SS, keep the seconds.",
+                 "Subtract the start from the end, borrowing an hour when the minutes are short.",
+                 "How long was it: count from the start time to the end time."):
+        assert find_quote(rule, ev) is None, rule
+
+
 def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
     for rule in ("Reply with the answer only.", "Put the answer on the last line.",
                  "Give the number as the answer, without units.",

@@ -39,6 +39,9 @@ from skillgrad.words import FUNCTION_WORDS
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
 INSTANCE_RUN = 6
+# A run of this many words that only the inputs of one group of tasks hold (one entity, one
+# question template), with a word no other task's input has: that group's wording.
+GROUP_RUN = 3
 # Feedback is phrased in the words rules are phrased in: a quote must be longer to count.
 FEEDBACK_RUN = 7
 # Or: this share of a text's words lies in shorter shared runs (a paraphrase stitched together).
@@ -71,7 +74,7 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
-               "instructions", "refused", "unseen", "analysis"]
+               "instructions", "refused", "unseen", "analysis", "group"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -137,6 +140,7 @@ class Quote:
             "scaffolding": "copies the task prompt's scaffolding",
             "instructions": "copies the optimizer prompt's own instructions",
             "refused": "repeats text refused earlier",
+            "group": f"quotes what only one group of training items says (such as{where})",
             "unseen": "speaks of what the agent never sees (the expected answer, whether its "
                       "reply is right)",
             "analysis": "echoes skillgrad's failure analysis",
@@ -245,7 +249,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _names_quote(mine, own, evidence) or _reply_quote(mine, own, evidence)
+            or _group_quote(mine, own, evidence) or _names_quote(mine, own, evidence) or _reply_quote(mine, own, evidence)
             or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence)
             or _instructions_quote(mine, own, evidence))
 
@@ -333,6 +337,37 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     if n_tasks >= 2 and len(ids) >= SCAFFOLD_SHARE * n_tasks:
         return Quote("scaffolding", quoted)
     return Quote("instance", quoted, ids[0])
+
+
+def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """A run of :data:`GROUP_RUN` words that the inputs of two or more tasks hold, but fewer
+    than the scaffolding share, and whose content word no other task's input has: the wording
+    of one group of tasks (the tasks about one entity, or of one question template), an
+    instance fact like one task's words. "Include the full duration of the call in seconds"
+    quotes the template of the questions about calls; "the format the question asks for"
+    quotes none."""
+    n_tasks = len(evidence.inputs)
+    if n_tasks < 3:
+        return None
+    counts = _task_counts(evidence.inputs.values())
+    runs = {r for r in _runs(mine, GROUP_RUN) - _runs(own, GROUP_RUN) if _content(r) >= 1}
+    if not runs:
+        return None
+    holders: dict[tuple[str, ...], list[str]] = {}
+    for task_id, seq in evidence.inputs.items():
+        for r in runs & _runs(seq, GROUP_RUN):
+            holders.setdefault(r, []).append(task_id)
+    own_words = set(own)
+    for start in _in_order(mine, set(holders), GROUP_RUN):
+        run = tuple(mine[start : start + GROUP_RUN])
+        ids = holders[run]
+        if not 2 <= len(ids) < SCAFFOLD_SHARE * n_tasks:
+            continue
+        marks = [w for w in run if w not in _STOP and w not in own_words and not w.isdigit()
+                 and len(w) > 2 and counts.get(w, 0) == len(ids)]
+        if marks:  # a word only these tasks' inputs have
+            return Quote("group", " ".join(run), ids[0])
+    return None
 
 
 def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
