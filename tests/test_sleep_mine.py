@@ -103,6 +103,28 @@ def test_the_llm_miner_writes_the_task_and_the_heuristic_stands_in_when_it_canno
     assert tasks.notes and "heuristic task stands in" in tasks.notes[0]
 
 
+def test_a_mined_check_the_agent_s_own_satisfied_work_fails_is_left_out() -> None:
+    """A small miner writes the request's own words as a check ("contains 'the tax rounding
+    test in the invoice module'"): the replies the user was content with fail it."""
+    echo = {"intent": "Fix the failing tax rounding test.", "checks": [
+        {"op": "contains", "arg": "tax.py"},
+        {"op": "contains", "arg": "the tax rounding test in the invoice module"},
+        {"op": "command_passes", "arg": "pytest -q"}], "rubric": "Names the file.",
+        "checkable": True}
+    tasks = mine(RECURRING, "/p", model=ScriptedModel(replies=[json.dumps(echo)]))
+    task = tasks.tasks[0]
+    assert task.miner == "llm"
+    assert [(c.op, c.arg) for c in task.checks] == [("contains", "tax.py"),
+                                                    ("command_passes", "pytest -q")]
+    assert tasks.notes == [f"{task.id}: left out the miner's checks that the agent's own "
+                           "satisfied replies fail: contains 'the tax rounding test in the "
+                           "invoice module'"]
+    only = {**echo, "checks": echo["checks"][1:2]}
+    tasks = mine(RECURRING, "/p", model=ScriptedModel(replies=[json.dumps(only)]))
+    assert tasks.tasks[0].miner == "heuristic"
+    assert "heuristic task stands in: every check of the miner fails" in tasks.notes[0]
+
+
 def test_checks_then_rubric_and_an_unreadable_verdict_is_never_a_score() -> None:
     task = SleepTask(id="t", intent="fix it", checks=[Check(op="mentions_file", arg="tax.py"),
                                                       Check(op="no_refusal")],

@@ -25,10 +25,12 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field, ValidationError
 
+from skillgrad.envs.workspace import AGENT_CHECKS, describe
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.prompts import render
+from skillgrad.sleep.judge import check
 from skillgrad.sleep.tasks import Check, Outcome, SessionEvidence, SleepTask, TasksFile, task_id
 from skillgrad.traces.sessions import Session, ToolCall, Turn, valid_text
 from skillgrad.words import FUNCTION_WORDS, QUESTION_WORDS
@@ -242,7 +244,27 @@ def llm_task(base: SleepTask, group: Sequence[Occurrence], model: ChatModel,
             "rubric": reply.value.rubric, "miner": "llm"})
     except ValidationError as exc:
         return base, f"the miner's checks were invalid ({exc.errors()[0]['msg']})"
+    wrong = _failed_by_the_work(mined.checks, group)
+    if wrong:
+        kept = [c for c in mined.checks if describe(c) not in wrong]
+        if not kept:
+            return base, (f"every check of the miner fails the agent's own satisfied replies "
+                          f"({'; '.join(wrong)})")
+        return mined.model_copy(update={"checks": kept}), (
+            f"left out the miner's checks that the agent's own satisfied replies fail: "
+            f"{'; '.join(wrong)}")
     return mined, None
+
+
+def _failed_by_the_work(checks: Sequence[Check], group: Sequence[Occurrence]) -> list[str]:
+    """The reply checks (on the answer's text) that a satisfied occurrence's own last words
+    fail: the work the user was content with would not pass them, so they test something else
+    (often the request's own wording: "contains 'CHANGELOG entry under Unreleased about ...'")."""
+    replies = [o.reply for o in group if o.outcome == "satisfied" and o.reply.strip()]
+    if not replies:
+        return []
+    return [describe(c) for c in checks
+            if c.op not in AGENT_CHECKS and not all(check(c, r) for r in replies)]
 
 
 def _digest(group: Sequence[Occurrence], limit: int = 6) -> str:
@@ -275,7 +297,8 @@ def mine(sessions: Iterable[Session], project: str, *, min_occurrences: int = 2,
         if model is not None:
             task, why = llm_task(task, group, model)
             if why:
-                notes.append(f"{task.id}: heuristic task stands in: {why}")
+                stands = "heuristic task stands in: " if task.miner != "llm" else ""
+                notes.append(f"{task.id}: {stands}{why}")
         tasks.append(task)
     return TasksFile(project=project, created=datetime.now(timezone.utc), notes=notes, tasks=tasks,
                      miner="llm" if model is not None else "heuristic")
