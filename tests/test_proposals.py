@@ -310,3 +310,55 @@ def test_the_screen_passes_over_a_skill_the_gate_rejected_before() -> None:
     alone = screen([Proposal(candidate=old)], skill, baseline, tasks, run,
                    lambda rs: sum(r.hard for r in rs), {skill_hash(old): 3})
     assert alone.chosen is None and "1 the gate rejected before" in alone.reason
+
+
+def test_candidates_that_tie_on_the_batch_get_a_second_look_on_more_tasks() -> None:
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import screen
+
+    skill = "# Skill\n"
+    same, helps, hurts = (skill + "- Be polite.\n", skill + "- Give the year alone.\n",
+                          skill + "- Say nothing.\n")
+    batch = [Task(id=f"b{i}", prompt="q", reference=["a"]) for i in range(2)]
+    extra = [Task(id=f"x{i}", prompt="q", reference=["a"]) for i in range(2)]
+    baseline = [RolloutResult(task_id=t.id, messages=(), answer="a", hard=1.0, soft=1.0)
+                for t in batch]
+    rolled: list[tuple[str, list[str]]] = []
+
+    def run(doc: str, ts: Any) -> list[RolloutResult]:
+        rolled.append((doc, [t.id for t in ts]))
+        right = doc == helps or all(t.id.startswith("b") for t in ts)  # all tie on the batch
+        if doc == hurts and all(t.id.startswith("b") for t in ts):
+            right = False
+        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(right),
+                              soft=float(right)) for t in ts]
+
+    def value(rs: Any) -> float:
+        return sum(r.hard for r in rs) / len(rs)
+
+    proposals = [Proposal(candidate=hurts), Proposal(candidate=same), Proposal(candidate=helps)]
+    done = screen(proposals, skill, baseline, batch, run, value, extra=extra, tie_break=2)
+    assert done.chosen == 2
+    assert "tied the current skill on the step's 2 training tasks and scores 1.000" in done.reason
+    assert done.rows[1]["second_look"] == {"tasks": 2, "score": 0.5, "current": 0.5}
+    assert done.rows[2]["second_look"] == {"tasks": 2, "score": 1.0, "current": 0.5}
+    assert "second_look" not in done.rows[0]  # it lost on the batch: no second look
+    assert (skill, ["x0", "x1"]) in rolled  # the current skill, once, on the extra tasks
+    rolled.clear()
+    off = screen(proposals, skill, baseline, batch, run, value, extra=extra, tie_break=0)
+    assert off.chosen is None and all(ids == ["b0", "b1"] for _, ids in rolled)
+    only_same = screen(proposals[:2], skill, baseline, batch, run, value, extra=extra,
+                       tie_break=2)
+    assert only_same.chosen is None and "1 that tied it did not on 4" in only_same.reason
+
+
+def test_the_second_look_draws_other_training_tasks(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1, "batch_size": 4},
+                     gradient={"proposals": 2, "tie_break": 2, "failure_only": True})
+    trainer = build_trainer(load_config(cfg), toy_dir / "run")
+    trainer.state = trainer._start_or_resume()
+    batch, _ = trainer._batch(0)
+    extra = trainer._extra_tasks(batch)
+    assert len(extra) == len(batch) == 4
+    assert not {t.id for t in extra} & {t.id for t in batch}
+    assert [t.id for t in trainer._extra_tasks(batch)] == [t.id for t in extra]  # seeded

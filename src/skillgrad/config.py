@@ -76,6 +76,11 @@ class GradientSection(Section):
     line_ablations: int = Field(
         0, ge=0, le=8, description="also screen candidates that each delete one instruction "
         "line of the current skill (the latest first, up to this many a step)")
+    tie_break: int = Field(
+        0, ge=0, le=8, description="screened candidates that tie the current skill on the "
+        "step's tasks (up to this many, line ablations included) get a second look: they and "
+        "the current skill are rolled out on as many other training tasks, and one that is "
+        "then ahead goes to the gate (0: ties are not looked at again)")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
         "from each failed reply set beside its expected answer, appended as bullets (default "

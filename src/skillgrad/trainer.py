@@ -304,7 +304,8 @@ class Trainer:
                 lambda doc, ts: rollout(self.env, ts, doc, self._target("screen"),
                                         workers=self.cfg.execution.rollout_workers),
                 lambda rs: self.gate_rule.value(score(rs, "screen", "")),
-                self._rejected_hashes()))
+                self._rejected_hashes(), self._extra_tasks(tasks),
+                self.cfg.gradient.tie_break))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason
@@ -474,6 +475,18 @@ class Trainer:
         for (i, _, _), result in zip(jobs, done, strict=True):
             out[i].append(result)
         return out
+
+    def _extra_tasks(self, batch: Sequence[Task]) -> list[Task]:
+        """As many training tasks as ``batch``, none of them in it, for the screen's second
+        look at candidates that tie (a seeded draw per step; none when ties are not looked at
+        again)."""
+        if not self.cfg.gradient.tie_break:
+            return []
+        s = self._require_state()
+        taken = {t.id for t in batch}
+        rest = [t for t in self.train_tasks if t.id not in taken]
+        step_rng(self.cfg.train.seed, s.epoch, s.step, "tie_break").shuffle(rest)
+        return rest[:len(batch)]
 
     def _batch(self, j: int) -> tuple[list[Task], Any]:
         """Batch ``j`` of the step's ``train.accumulation`` and its minibatch shuffler."""

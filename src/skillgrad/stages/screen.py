@@ -38,15 +38,24 @@ def screen(
     run: Callable[[str, Sequence[Task]], list[RolloutResult]],
     value: Callable[[Sequence[RolloutResult]], float],
     rejected: Mapping[str, int] | None = None,
+    extra: Sequence[Task] = (),
+    tie_break: int = 0,
 ) -> Screening:
     """Roll out each distinct, changed, unrefused candidate on ``tasks`` and choose the best
     that beats ``baseline`` (the current skill on the same tasks); ties go to the earlier. A
     candidate the gate already rejected (``rejected``: skill hash -> the global step) is not
-    rolled out again, so the next one goes to the gate in its place."""
+    rolled out again, so the next one goes to the gate in its place.
+
+    When none beats the current skill but some tie it, up to ``tie_break`` of them (the
+    earliest) get a second look: they and the current skill are rolled out on ``extra``
+    training tasks, and the best that is ahead of the current skill on both sets together goes
+    to the gate (a bounded round of successive halving: one round, the field cut to those
+    that tied)."""
     current = value(baseline)
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     best: tuple[float, int] | None = None
+    rolled: dict[int, list[RolloutResult]] = {}
     for i, p in enumerate(proposals):
         digest = skill_hash(p.candidate)
         row: dict[str, Any] = {"proposal": i, "candidate_hash": digest,
@@ -63,6 +72,7 @@ def screen(
         else:
             seen[digest] = i
             results = run(p.candidate, tasks)
+            rolled[i] = results
             score = value(results)
             row.update(status="scored", score=round(score, 6),
                        per_task={r.task_id: [r.hard, r.soft] for r in results})
@@ -70,6 +80,10 @@ def screen(
                 best = (score, i)
         rows.append(row)
     scored = [r for r in rows if r["status"] == "scored"]
+    tied = [r["proposal"] for r in scored if abs(r["score"] - round(current, 6)) < 1e-9]
+    if best is None and tie_break > 0 and extra and tied:
+        return _second_look(proposals, tied[:tie_break], skill, baseline, rolled, tasks, extra,
+                            run, value, current, rows)
     if best is not None:
         reason = (f"proposal {best[1]} of {len(proposals)} scores {best[0]:.3f} on the step's "
                   f"{len(tasks)} training tasks, the current skill {current:.3f}")
@@ -83,6 +97,35 @@ def screen(
         top = max(r["score"] for r in scored)
         reason = (f"no proposal beat the current skill on the step's {len(tasks)} training "
                   f"tasks (best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)")
+    return Screening(None, reason, current, rows)
+
+
+def _second_look(
+    proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
+    baseline: Sequence[RolloutResult], rolled: Mapping[int, list[RolloutResult]],
+    tasks: Sequence[Task], extra: Sequence[Task],
+    run: Callable[[str, Sequence[Task]], list[RolloutResult]],
+    value: Callable[[Sequence[RolloutResult]], float], current: float,
+    rows: list[dict[str, Any]],
+) -> Screening:
+    """The candidates that tied the current skill, and the current skill, on ``extra`` tasks
+    too: the best ahead on both sets together goes to the gate."""
+    base = value([*baseline, *run(skill, extra)])
+    best: tuple[float, int] | None = None
+    for i in tied:
+        both = value([*rolled[i], *run(proposals[i].candidate, extra)])
+        rows[i]["second_look"] = {"tasks": len(extra), "score": round(both, 6),
+                                  "current": round(base, 6)}
+        if both > base and (best is None or both > best[0]):
+            best = (both, i)
+    n = len(tasks) + len(extra)
+    if best is not None:
+        reason = (f"proposal {best[1]} of {len(proposals)} tied the current skill on the "
+                  f"step's {len(tasks)} training tasks and scores {best[0]:.3f} on those and "
+                  f"{len(extra)} more, the current skill {base:.3f}")
+        return Screening(best[1], reason, current, rows)
+    reason = (f"no proposal beat the current skill on the step's {len(tasks)} training tasks; "
+              f"{len(tied)} that tied it did not on {n} ({base:.3f} the current skill)")
     return Screening(None, reason, current, rows)
 
 
