@@ -413,3 +413,13 @@ def test_fit_as_a_library_call_locks_the_run_directory(toy_dir: Path) -> None:
         holder.wait()
     # Its holder gone, the lock blocks nothing; a CLI start holding it already is no conflict.
     assert build_trainer(load_config(toy_config(toy_dir)), run).fit()["test"]["best"]["n"] > 0
+
+
+def test_a_refused_config_change_is_not_preceded_by_a_resume_line(cfg: Path) -> None:
+    out = cfg.parent / "run"
+    assert cli("train", str(cfg), "--out", str(out)).returncode == 0
+    again = cli("train", str(cfg), "--out", str(out))
+    assert again.returncode == 0 and "steps are done; finishing the run" in again.stdout
+    changed = cli("train", str(cfg), "--out", str(out), "--set", "optimizer.learning_rate=2")
+    assert changed.returncode != 0 and "made with a different config" in changed.stderr
+    assert "finishing the run" not in changed.stdout and "resuming" not in changed.stdout

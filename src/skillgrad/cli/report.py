@@ -32,8 +32,22 @@ class ProgressCallback(TrainerCallback):
     def __init__(self, progress: Progress, steps: int | None = None, done: int = 0) -> None:
         self.progress = progress
         self.tasks: dict[str, Any] = {}
+        self.total = steps
         self.steps = (progress.add_task("steps", total=steps, completed=done)
                       if steps else None)
+
+    def on_resume(self, state: Any) -> None:
+        """Where the run goes on, once the trainer has accepted the run directory (a refused
+        config change is said first and alone)."""
+        done = int(getattr(state, "global_step", 0) or 0)
+        if self.total is not None and done >= self.total:
+            out_console.print(f"all {self.total} steps are done; finishing the run",
+                              markup=False)
+        else:
+            of = f" of {self.total}" if self.total is not None else ""
+            out_console.print(
+                f"resuming at epoch {state.epoch} step {state.step + 1} of "
+                f"{state.steps_per_epoch} ({done}{of} steps done)", markup=False)
 
     def on_stage_start(self, stage: str, total: int | None) -> None:
         label = stage if total is not None else f"{stage}…"
@@ -95,7 +109,8 @@ def progress_bars() -> Progress:
 
 
 def banner(resolved: ResolvedConfig, trainer: Any, run_dir: Path) -> tuple[int, int]:
-    """The run's start line (or where it resumes); the steps in all and those done."""
+    """The run's start line; the steps in all and those done (where it resumes is said by
+    :meth:`ProgressCallback.on_resume`)."""
     from skillgrad.state import steps_per_epoch
 
     t = resolved.config.train
@@ -115,14 +130,8 @@ def banner(resolved: ResolvedConfig, trainer: Any, run_dir: Path) -> tuple[int, 
         data = json.loads(checkpoint.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # none yet; or unreadable, which the run itself reports
         data = None
-    if isinstance(data, dict):
+    if isinstance(data, dict):  # where it resumes is said once the trainer accepts the folder
         done = int(data.get("global_step", 0) or 0)
-        if done >= steps:
-            out_console.print(f"all {steps} steps are done; finishing the run", markup=False)
-        else:
-            out_console.print(f"resuming at epoch {data.get('epoch', 1)} step "
-                          f"{data.get('step', 0) + 1} of {data.get('steps_per_epoch', per_epoch)}"
-                          f" ({done} of {steps} steps done)", markup=False)
     return steps, done
 
 
