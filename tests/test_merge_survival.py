@@ -188,6 +188,9 @@ def test_the_stage_that_lost_an_edit_is_named_in_the_step_line_and_show(
     assert len(record["losses"]) == 2
     said = proc.stdout + proc.stderr
     assert "merge: 1 put back; update skipped 1: anchor not found" in " ".join(said.split())
+    # The selection split is called so, as in the README and on the dashboard.
+    assert "), selection " in said and "eval selection of skill" in said
+    assert "), val " not in said and "eval val " not in said
     shown = cli("show", str(toy_dir / "run")).stdout
     assert "on the way to the candidate: merge: 1 put back; update skipped 1" in " ".join(
         shown.split())

@@ -106,7 +106,7 @@ def test_show_gives_each_edit_its_outcome_and_the_gate_its_reason(runs: dict[str
            f'question about the item."' in text
     assert f'insert_after "{MISSING_ANCHOR}": skipped: anchor not found' in text
     assert f"append: applied {toy.rule('year')}" in text
-    assert "gate: accept_new_best, val 0.000 -> " in text and "over current" in text
+    assert "gate: accept_new_best, selection 0.000 -> " in text and "over current" in text
     assert "gate: skip: no edit was proposed" in text
     assert "best step: 1 (val" in text and "test (hard/soft): initial" in text
     lines = proc.stdout.splitlines()

@@ -25,6 +25,8 @@ from skillgrad.console import console, out_console
 from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 from skillgrad.rundir import RunDir
 
+_SPLIT_WORDS = {"val": "selection"}  # the split's name in what a person reads
+
 
 class ProgressCallback(TrainerCallback):
     """Progress bars for stages with a known number of tasks, one line per step."""
@@ -64,7 +66,8 @@ class ProgressCallback(TrainerCallback):
 
     def on_evaluate(self, score: EvalScore) -> None:
         self.progress.console.print(
-            f"  eval {score.split} of skill {score.skill_hash[:8]}: hard {score.hard:.3f} "
+            f"  eval {_SPLIT_WORDS.get(score.split, score.split)} of skill "
+            f"{score.skill_hash[:8]}: hard {score.hard:.3f} "
             f"soft {score.soft:.3f} (n={score.n})"
         )
 
@@ -80,7 +83,7 @@ class ProgressCallback(TrainerCallback):
         self.progress.console.print(
             f"epoch {r.epoch} step {r.step}: train {r.train_hard:.2f}{loads}, budget {budget}, "
             f"edits {r.n_applied + r.n_fuzzy}/{r.n_selected} applied "
-            f"({r.n_proposed} proposed{lost}), val {cur} -> {cand}: "
+            f"({r.n_proposed} proposed{lost}), selection {cur} -> {cand}: "
             f"[bold]{r.decision}[/bold]{why}"
         )
         if r.trigger:  # the agent seldom loaded the skill: its description, retrained or not

@@ -291,7 +291,7 @@ def _gate_line(decision: str, current: float | None, candidate: float | None, re
                screened_out: bool = False, what: str = "gate") -> str:
     line = f"{what}: {decision}" + (" (screened out)" if screened_out else "")
     if candidate is not None:
-        line += f", val {_num(current)} -> {_num(candidate)}"
+        line += f", selection {_num(current)} -> {_num(candidate)}"
     return line + (f": {reason}" if reason else "")
 
 
