@@ -140,7 +140,25 @@ def test_a_dry_run_writes_nothing_in_the_project(tmp_path: Path, earlier_night: 
     dry = cli("sleep", "dry-run", "--project", str(project), env=env)
     assert dry.returncode == 0, dry.stderr
     assert "# Night" in dry.stdout
+    said = dry.stdout + dry.stderr
+    assert "dry run: the night ran in a temporary folder; nothing in the project was" in said
+    assert "staged: " not in said
     assert _snapshot(project) == before
+
+
+def test_rollback_undoes_the_latest_adopted_night_by_default(tmp_path: Path) -> None:
+    project, _, env = _demo(tmp_path / "demo")
+    nothing = cli("sleep", "rollback", "--project", str(project), env=env)
+    assert nothing.returncode != 0
+    assert "no night has adopted files to roll back" in nothing.stderr
+    assert cli("sleep", "run", "--project", str(project), env=env).returncode == 0
+    adopted = cli("sleep", "adopt", "--project", str(project), env=env)
+    assert adopted.returncode == 0 and "adopted: " in adopted.stdout + adopted.stderr
+    before = cli("sleep", "status", "--project", str(project), env=env).stdout
+    undone = cli("sleep", "rollback", "--project", str(project), env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert "restored: " in undone.stdout + undone.stderr
+    assert cli("sleep", "status", "--project", str(project), env=env).stdout != before
 
 
 def test_a_demo_in_a_relative_folder_harvests_its_sessions(tmp_path: Path) -> None:

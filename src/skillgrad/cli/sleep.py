@@ -61,12 +61,17 @@ def _night(project: Path, config: Path | None, tasks: Path | None, dry_run: bool
     from skillgrad.sleep.cycle import report_markdown, run_night
 
     result = run_night(project, config=config, tasks=tasks, dry_run=dry_run)
+    if dry_run:
+        _say("dry run: the night ran in a temporary folder; nothing in the project was "
+             "written, staged or checkpointed")
     sys.stdout.write(report_markdown(result.report))
     if result.staged is not None and not dry_run:
         _say(f"staged: {result.staged} (adopt with: skillgrad sleep adopt --project "
              f"{project} {result.night})")
     elif result.staged is None:
         _say("nothing to stage: no skill changed")
+    else:
+        _say("dry run: a real night would stage the changes above (skillgrad sleep run)")
 
 
 @sleep_app.command("harvest")
@@ -211,13 +216,18 @@ def adopt(night: Annotated[Optional[str], typer.Argument(  # noqa: UP045
 
 
 @sleep_app.command("rollback")
-def rollback(night: Annotated[str, typer.Argument(help="The adopted night to undo.")],
+def rollback(night: Annotated[Optional[str], typer.Argument(  # noqa: UP045
+        help="The adopted night to undo (default: the latest with files adopted).")] = None,
              project: ProjectOpt = Path(".")) -> None:
     """Put back the files a night's adoption replaced."""
     from skillgrad.sleep.adoption import rollback as roll_back
     from skillgrad.sleep.staging import Staging
 
-    for path in roll_back(Staging(project.expanduser().resolve()), night):
+    staging = Staging(project.expanduser().resolve())
+    chosen = night or next((n.id for n in reversed(staging.nights()) if n.adopted), None)
+    if chosen is None:
+        raise ConfigError("no night has adopted files to roll back")
+    for path in roll_back(staging, chosen):
         _say(f"restored: {path}")
 
 
