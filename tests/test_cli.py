@@ -26,6 +26,12 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = cli("train", "quickstart/scripted.yaml", "--out", "run", cwd=folder)
     assert proc.returncode == 0, proc.stderr
     assert "test (hard/soft)" in proc.stdout
+    # The end of a run says how long it took and what it learned.
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("time: ") for line in lines)
+    learned = lines.index("learned (initial -> best):")
+    assert lines[learned + 1].startswith("  + ")
+    (folder / "end.txt").write_text(proc.stdout)
     next_line = proc.stdout.strip().splitlines()[-1]
     assert next_line.startswith("next: skillgrad show run") and "skillgrad dashboard run" in next_line
     return folder

@@ -3,6 +3,7 @@ progress bars, a line per step and per epoch update, the plan of a dry run, the 
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -148,12 +149,51 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         for k, v in counts.items():
             decisions[k] = decisions.get(k, 0) + v
     out_console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(decisions.items())) or "none"))
+    seconds = summary.get("wall_seconds")
+    if isinstance(seconds, (int, float)):
+        out_console.print(f"time: {_duration(seconds)}", markup=False)
+    print_learned(run_dir)
     edits = summary.get("edits", {})
     print_unusable(edits.get("parse_errors", 0), edits.get("unusable_steps", 0))
     print_usage(summary.get("models", {}))
     if not summary.get("gate", {}).get("use_gate", True):
         out_console.print("[yellow]note: the gate was OFF for this run[/yellow]")
     out_console.print(f"best skill: {run_dir / 'best_skill.md'}   summary: {run_dir / 'summary.json'}")
+
+
+LEARNED_LINES = 12  # lines of the learned diff shown at the end of a run
+
+
+def print_learned(run_dir: Path) -> None:
+    """What the run learned: the lines the best skill adds to or drops from the initial one
+    (the first :data:`LEARNED_LINES`; ``skillgrad diff`` has the whole diff)."""
+    from skillgrad.errors import SkillgradError
+    from skillgrad.runview import load_versions
+
+    try:
+        (_, initial), (_, best) = load_versions(run_dir, "initial", "best")
+    except SkillgradError:  # a run with no best skill yet says nothing here
+        return
+    changed = [line for line in difflib.unified_diff(initial.splitlines(), best.splitlines(),
+                                                     lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+    if not changed:
+        out_console.print("learned: nothing (the best skill is the initial one)", markup=False)
+        return
+    out_console.print("learned (initial -> best):", markup=False)
+    for line in changed[:LEARNED_LINES]:
+        out_console.print(f"  {line[0]} {line[1:]}", markup=False, highlight=False)
+    if len(changed) > LEARNED_LINES:
+        out_console.print(f"  … {len(changed) - LEARNED_LINES} more lines: skillgrad diff "
+                          f"{run_dir}", markup=False)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{seconds:.1f} s"
 
 
 def print_plan(resolved: ResolvedConfig) -> None:
