@@ -210,6 +210,24 @@ def print_plan(resolved: ResolvedConfig) -> None:
         table.add_row(row["role"], row["stage"], str(row["calls"]), str(row["prompt_tokens"]),
                       str(row["completion_tokens"]), "" if cost is None else f"{cost:.4f}")
     out_console.print(table)
+    for role in ("target", "optimizer"):
+        section = getattr(resolved.config.model, role)
+        options = resolved.role_options.get(role)
+        name = next((str(v) for k in ("model", "cli", "model_path", "function")
+                     if (v := getattr(options, k, None))), "")
+        line = f"{role}: {section.backend}" + (f" {name}" if name else "")
+        calls, prompt, completion = plan.totals(role)
+        budget = section.budget
+        over = []
+        if budget.calls is not None and calls > budget.calls:
+            over.append(f"calls {budget.calls} allowed, up to {calls} planned")
+        if budget.tokens is not None and prompt + completion > budget.tokens:
+            over.append(f"tokens {budget.tokens:,} allowed, up to {prompt + completion:,} "
+                        "planned")
+        if budget.calls is not None or budget.tokens is not None or budget.cost is not None:
+            line += ("; budget: " + "; ".join(over) + " (the run may stop, resumably, before "
+                     "it ends)" if over else "; within its budget")
+        out_console.print(line, markup=False)
     for note in plan.notes:
         out_console.print(f"note: {note}", markup=False)
 
