@@ -476,11 +476,17 @@ def test_the_command_exports_each_format(run: Path, tmp_path: Path) -> None:
     assert BLOCK in (tmp_path / "AGENTS.md").read_text()
 
 
+def test_the_format_defaults_to_a_skill_folder(trained: Path, tmp_path: Path) -> None:
+    proc = export(str(trained), "--name", "toy", "--description", DESCRIPTION, cwd=tmp_path,
+                  home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "toy" / "SKILL.md").is_file()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--version", "latest", "--format", "skill-folder"],
      "--version 'latest': is not a version of this run; give initial, best, final"),
     (["--format", "zip"], "--format: 'zip' is not a format (allowed: skill-folder, agents-md)"),
-    ([], "export: give --format skill-folder or agents-md (or --install claude|codex)"),
     (["--install", "claude", "--out", "x"], "--install and --out: give one"),
     (["--install", "claude", "--format", "agents-md"], "--install: puts a skill folder"),
     (["--install", "vim"], "--install: 'vim' is not an agent (allowed: claude, codex)"),

@@ -34,8 +34,8 @@ def export_command(
         "--version", help="initial, best, final, a step (e01-s003, or a global step number: "
         "the skill after that step) or a prefix of a skill's hash.")] = "best",
     fmt: Annotated[OptText, typer.Option(
-        "--format", help="skill-folder (OUT/NAME/SKILL.md) or agents-md (a section of the "
-        "memory file OUT).")] = None,
+        "--format", help="skill-folder (OUT/NAME/SKILL.md; the default) or agents-md (a "
+        "section of the memory file OUT).")] = None,
     name: Annotated[OptText, typer.Option(
         "--name", help="The skill's name (default: the run folder's name, made valid).")] = None,
     description: Annotated[OptText, typer.Option(
@@ -116,9 +116,7 @@ def _check_options(fmt: str | None, install: str | None, out: Path | None, scope
     if install is None:
         if scope is not None:
             raise SkillgradError("--scope: only with --install claude|codex")
-        if fmt is None:
-            raise SkillgradError("export: give --format skill-folder or agents-md (or "
-                                 "--install claude|codex)")
+        fmt = fmt or "skill-folder"
         if force and fmt == "agents-md":
             raise SkillgradError("--force: only for a skill folder (an agents-md export "
                                  "replaces its own section only)")
