@@ -495,6 +495,11 @@ def test_the_format_defaults_to_a_skill_folder(trained: Path, tmp_path: Path) ->
     (["--format", "skill-folder", "--name", "Bad_Name"], "--name: name 'Bad_Name': only a-z"),
     (["--format", "skill-folder", "--description", "x" * 1025],
      "description: 1025 characters (at most 1024)"),
+    (["--name", "claude-helper", "--description", "x"],
+     "--name: name 'claude-helper': holds the reserved word 'claude'"),
+    (["--name", "my-anthropic-notes", "--description", "x"], "reserved word 'anthropic'"),
+    (["--name", "toy", "--description", "Use it for <b>items</b>."],
+     "description: holds the XML tag '<b>'"),
 ])
 def test_the_command_refuses_in_one_line(trained: Path, tmp_path: Path, args: list[str],
                                          message: str) -> None:

@@ -57,6 +57,9 @@ MEMORY_FILES: dict[Agent, str] = {"claude_code": "CLAUDE.md", "codex": "AGENTS.m
                                   "copilot": "AGENTS.md", "opencode": "AGENTS.md",
                                   "gemini": "GEMINI.md"}
 MAX_NAME, MAX_DESCRIPTION, MAX_COMPATIBILITY = 64, 1024, 500
+# Anthropic's rules for a skill's name and description, beyond the open format's.
+RESERVED_WORDS = ("anthropic", "claude")
+_XML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:\s[^<>]*)?/?>")
 MAX_BODY_LINES, MAX_BODY_TOKENS = 500, 5000
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -186,6 +189,9 @@ def validate_skill(front: Mapping[str, Any], body: str, folder: str | None = Non
     elif len(description) > MAX_DESCRIPTION:
         problems.append(f"description: {len(description)} characters (at most "
                         f"{MAX_DESCRIPTION})")
+    elif (tag := _XML_TAG.search(description)) is not None:
+        problems.append(f"description: holds the XML tag {tag.group(0)!r} (Anthropic's skill "
+                        "rules refuse tags)")
     if "compatibility" in front:
         value = front["compatibility"]
         if not isinstance(value, str) or not 1 <= len(value) <= MAX_COMPATIBILITY:
@@ -221,6 +227,10 @@ def _name_problems(name: Any, folder: str | None) -> list[str]:
                 "in a row"]
     if folder is not None and name != folder:
         return [f"name {name!r}: differs from its folder's name {folder!r}"]
+    reserved = [w for w in RESERVED_WORDS if w in name]
+    if reserved:
+        return [f"name {name!r}: holds the reserved word {reserved[0]!r} (Anthropic's skill "
+                "rules refuse it)"]
     return []
 
 
