@@ -365,7 +365,18 @@ def test_an_agents_md_export_makes_a_new_file(tmp_path: Path) -> None:
     path = export_skill(SKILL, "agents-md", tmp_path / "sub" / "CLAUDE.md", name="toy",
                         description=DESCRIPTION, keep_blocks=True)
     begin, end = section_markers("toy")
-    assert path.read_text() == f"{begin}\n> **toy**: {DESCRIPTION}\n\n{SKILL}{end}\n"
+    demoted = SKILL.replace("# Toy skill", "## Toy skill", 1)  # no H1 inside someone's file
+    assert path.read_text() == f"{begin}\n> **toy**: {DESCRIPTION}\n\n{demoted}{end}\n"
+
+
+def test_a_section_s_headings_sit_below_the_memory_file_s_own() -> None:
+    from skillgrad.export import demote
+
+    body = "# Title\n\n## Part\n\n```\n# a comment in code\n```\n\n##### Deep\n###### Deepest\n"
+    assert demote(body) == ("## Title\n\n### Part\n\n```\n# a comment in code\n```\n\n"
+                            "###### Deep\n###### Deepest\n")
+    assert demote("## Already\n\n### fine\n") == "## Already\n\n### fine\n"
+    assert demote("No headings.\n") == "No headings.\n"
 
 
 def test_a_linked_memory_file_is_written_through_its_link(tmp_path: Path) -> None:

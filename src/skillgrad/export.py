@@ -316,7 +316,35 @@ def _section(name: str, description: str, body: str) -> str:
         if marker in body:
             raise ExportError(f"skill {name!r}: its text holds the section marker {marker!r}, "
                               "so its section could not be found again")
-    return f"{begin}\n> **{name}**: {description}\n\n{body.strip(chr(10))}\n{end}"
+    return f"{begin}\n> **{name}**: {description}\n\n{demote(body).strip(chr(10))}\n{end}"
+
+
+_ATX = re.compile(r"^(#{1,6})(\s)", re.MULTILINE)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def demote(body: str, top: int = 2) -> str:
+    """``body`` with its headings moved down so that the highest is level ``top``: a section
+    of someone's AGENTS.md holds no H1 of its own. Headings keep their order of levels
+    (none goes past 6); lines in fenced code are left alone."""
+    lines = body.splitlines(keepends=True)
+    fenced, levels = False, []
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (m := _ATX.match(line)):
+            levels.append(len(m.group(1)))
+    shift = max(0, top - min(levels)) if levels else 0
+    if not shift:
+        return body
+    out, fenced = [], False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (m := _ATX.match(line)):
+            line = "#" * min(6, len(m.group(1)) + shift) + line[len(m.group(1)):]
+        out.append(line)
+    return "".join(out)
 
 
 def _write_section(path: Path, name: str, section: str) -> Exported:
