@@ -34,6 +34,13 @@ USER_TABLE = (b"# my jobs\nMAILTO=me@example.org\n"
               b"@reboot /home/dev/bin/caf\xe9.sh\n")  # not UTF-8
 
 
+@pytest.fixture(autouse=True)
+def no_agent_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agents' store variables of the machine running the tests stay out of the lines."""
+    for name in sched.STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The stub crontab first on PATH; returns the file its table lives in (absent: no
@@ -210,6 +217,47 @@ def test_systemd_units_are_written_not_enabled(tmp_path: Path, program: Path) ->
         write_systemd(project, [str(program)], "0 3 * * *", config)
     assert remove_systemd(project, config) == [units.timer, units.service]
     assert not units.service.exists()
+
+
+def test_a_scheduled_night_reads_the_agent_stores_a_night_by_hand_reads(
+        table: Path, tmp_path: Path, program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = make_project(tmp_path, "shop")
+    (tmp_path / "claude home").mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude home"))
+    monkeypatch.setenv("CODEX_HOME", "~/codex-store")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-not-for-the-schedule")
+    probe = tmp_path / "bin-tools" / "probe"
+    probe.write_text('#!/bin/sh\necho "claude=$CLAUDE_CONFIG_DIR codex=$CODEX_HOME '
+                     'key=$ANTHROPIC_API_KEY"\n')
+    probe.chmod(stat.S_IRWXU)
+    line = schedule(project, [str(probe)])
+    assert "sk-not-for-the-schedule" not in line
+    command = " ".join(line.split(" ")[5:])
+    subprocess.run(["/bin/sh", "-c", command], check=True, cwd=tmp_path,
+                   env={"PATH": "/usr/bin:/bin"})  # cron's bare environment
+    log = (project / ".skillgrad" / "sleep" / "cron.log").read_text().strip()
+    assert log == (f"claude={tmp_path / 'claude home'} codex={Path.home() / 'codex-store'} "
+                   "key=")
+    units = write_systemd(project, [str(probe)], "02:45", tmp_path / "config")
+    service = units.service.read_text()
+    assert f'Environment="CLAUDE_CONFIG_DIR={tmp_path / "claude home"}"\n' in service
+    assert f'Environment="CODEX_HOME={Path.home() / "codex-store"}"\n' in service
+    assert "sk-not-for-the-schedule" not in service
+
+
+def test_status_names_a_systemd_timer_where_there_is_no_crontab(
+        tmp_path: Path, program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from e2e import cli
+
+    project = make_project(tmp_path, "shop")
+    home = tmp_path / "home"
+    units = write_systemd(project, [str(program), "sleep"], "02:45", home / ".config")
+    (tmp_path / "no-crontab").mkdir()  # a PATH with no crontab: the real one is not read
+    proc = cli("sleep", "status", "--project", str(project),
+               env={"HOME": str(home), "PATH": str(tmp_path / "no-crontab")})
+    assert proc.returncode == 0, proc.stderr
+    assert f"scheduled: systemd user timer {units.timer}" in proc.stdout
+    assert "unknown" not in proc.stdout
 
 
 # ---------------------------------------------------------------------- missed nights

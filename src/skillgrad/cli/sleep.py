@@ -123,7 +123,7 @@ def status(project: ProjectOpt = Path(".")) -> None:
     way, a pending night, and the schedule."""
     from skillgrad.sleep.adoption import interrupted
     from skillgrad.sleep.night import SLEEP_DIR, NightState
-    from skillgrad.sleep.schedule import scheduled
+    from skillgrad.sleep.schedule import scheduled, systemd_timer
     from skillgrad.sleep.staging import Staging
 
     root = project.expanduser().resolve()
@@ -141,12 +141,17 @@ def status(project: ProjectOpt = Path(".")) -> None:
     if pending:
         _say(f"pending: night {pending} stopped before it finished; `skillgrad sleep run` "
              "goes on with it")
+    timer = systemd_timer(root)
+    if timer is not None:
+        _say(f"scheduled: systemd user timer {timer}")
     try:
         line = scheduled(root)
     except SkillgradError as exc:  # no crontab here: the rest of the status still stands
-        _say(f"schedule: unknown ({exc})")
+        if timer is None:
+            _say(f"schedule: unknown ({exc})")
         return
-    _say(f"scheduled: {line}" if line else "not scheduled")
+    if line or timer is None:
+        _say(f"scheduled: {line}" if line else "not scheduled")
 
 
 _OPS = {"adopt": "adoption", "rollback": "rollback"}

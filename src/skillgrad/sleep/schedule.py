@@ -37,6 +37,11 @@ BEGIN = "# BEGIN skillgrad sleep (one line per project; skillgrad sleep --unsche
 END = "# END skillgrad sleep"
 DUE_AFTER = timedelta(hours=24)
 _TAG = "# skillgrad-sleep "  # ends each line of the block, followed by the project's key
+# Where each agent keeps its sessions, when not under HOME (skillgrad.traces reads them): a
+# scheduled night runs with the values these have when it is scheduled, so that it reads the
+# stores a night run by hand reads. Paths, never secrets.
+STORE_VARIABLES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_DATA_HOME",
+                   "COPILOT_HOME")
 _FIELD = re.compile(r"^[0-9A-Za-z*,/\-]+$")
 
 
@@ -89,7 +94,9 @@ def cron_line(project: Path, command_argv: Sequence[str], when: str | None = Non
     project = Path(os.path.abspath(project))
     argv = _absolute_argv(command_argv)
     _one_line(project, *argv)
-    command = (f"cd {shlex.quote(str(project))} && {shlex.join(argv)} >> "
+    stores = [f"{k}={v}" for k, v in store_environment().items()]
+    run = shlex.join(["env", *stores, *argv] if stores else argv)
+    command = (f"cd {shlex.quote(str(project))} && {run} >> "
                f"{shlex.quote(str(log_path(project)))} 2>&1")
     command = command.replace("%", "\\%")  # cron makes a bare % a newline (and drops the \\)
     return f"{cron_when(project, when)} {command} {_TAG}{project_key(project)}"
@@ -230,9 +237,11 @@ def write_systemd(project: Path, command_argv: Sequence[str], when: str | None =
     folder = _unit_dir(config_home)
     name = f"skillgrad-sleep-{project_key(project)}"
     log = _unit_escape(str(log_path(project)))
+    environment = "".join(f"Environment={_exec_quote(f'{k}={v}')}\n"
+                          for k, v in store_environment().items())
     service = (f"[Unit]\nDescription=skillgrad sleep: {_unit_escape(str(project))}\n\n"
                f"[Service]\nType=oneshot\nWorkingDirectory={_unit_escape(str(project))}\n"
-               f"ExecStart={' '.join(_exec_quote(a) for a in argv)}\n"
+               f"{environment}ExecStart={' '.join(_exec_quote(a) for a in argv)}\n"
                f"StandardOutput=append:{log}\nStandardError=append:{log}\n")
     timer = (f"[Unit]\nDescription=Nightly skillgrad sleep: {_unit_escape(str(project))}\n\n"
              f"[Timer]\nOnCalendar=*-*-* {hour:02d}:{minute:02d}:00\nPersistent=true\n\n"
@@ -248,6 +257,18 @@ def write_systemd(project: Path, command_argv: Sequence[str], when: str | None =
         raise ScheduleError(f"{exc.filename or folder}: cannot write the systemd unit "
                             f"({exc.strerror})") from exc
     return units
+
+
+def store_environment() -> dict[str, str]:
+    """The agents' store variables set now (:data:`STORE_VARIABLES`), made absolute."""
+    return {k: os.path.abspath(os.path.expanduser(v)) for k in STORE_VARIABLES
+            if (v := os.environ.get(k))}
+
+
+def systemd_timer(project: Path, config_home: Path | None = None) -> Path | None:
+    """The project's systemd timer file, when one is written."""
+    path = _unit_dir(config_home) / f"skillgrad-sleep-{project_key(project)}.timer"
+    return path if path.exists() else None
 
 
 def remove_systemd(project: Path, config_home: Path | None = None) -> list[Path]:
