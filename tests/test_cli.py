@@ -272,3 +272,23 @@ def test_every_commands_help_fits_80_columns_without_cutting_words() -> None:
         assert max(len(line) for line in lines) <= 80, path
         assert "…" not in result.output and " / --no-" not in result.output, path
         assert "--set <" not in result.output, path
+
+
+def test_a_missing_extra_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """With openpyxl not installed (a stand-in module that says so), checking a spreadsheet
+    config names the extra to install."""
+    import tomllib
+
+    from skillgrad.cli.main import MODULE_EXTRAS
+
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "openpyxl.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'openpyxl'\", name='openpyxl')\n")
+    proc = cli("config", "check", str(REPO / "examples" / "spreadsheet" / "config.yaml"),
+               env={"PYTHONPATH": f"{hidden}{os.pathsep}{Path(__file__).parent}"})
+    assert one_line_error(proc) == ("error: openpyxl: not installed; it comes with skillgrad's "
+                                    "spreadsheet extra: pip install 'skillgrad[spreadsheet]'")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(MODULE_EXTRAS.values()) <= set(extras)

@@ -362,6 +362,17 @@ def _explain(exc: Exception) -> tuple[str, int, str]:
     return str(exc), 2, ""
 
 
+# The optional libraries and the extra that installs each (pyproject.toml): a command that
+# needs one that is missing says which extra to install, never a traceback.
+MODULE_EXTRAS = {
+    "openpyxl": "spreadsheet", "formulas": "spreadsheet", "llama_cpp": "local",
+    "mlflow": "mlflow", "wandb": "wandb", "ray": "ray", "starlette": "dashboard",
+    "uvicorn": "dashboard", "jinja2": "dashboard", "math_verify": "math",
+    "rank_bm25": "open_qa", "alfworld": "household", "textworld": "household",
+    "fast_downward": "household", "PIL": "docvqa", "azure": "azure", "gepa": "bench",
+}
+
+
 def main() -> None:
     args = _global_options_first(sys.argv[1:])
     try:
@@ -381,6 +392,12 @@ def main() -> None:
         if "--debug" in args:
             raise
         fail(*_explain(exc))
+    except ModuleNotFoundError as exc:  # an optional library a command needs is missing
+        extra = MODULE_EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None or "--debug" in args:
+            raise
+        fail(f"{exc.name}: not installed; it comes with skillgrad's {extra} extra: "
+             f"pip install 'skillgrad[{extra}]'", 2)
     except RecursionError:  # an input nested deeper than a reader of it checks for
         if "--debug" in args:
             raise
