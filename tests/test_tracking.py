@@ -499,3 +499,21 @@ def test_a_tracking_folder_is_read_from_the_configs_folder(
     if expected is not None and expected.startswith(("{base}", "/")):
         expected = Path(expected.format(base=tmp_path.resolve())).as_uri()
     assert uri == expected
+
+
+def test_train_says_where_each_tracker_logs_the_run(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1})
+    env = {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "DO_NOT_TRACK": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+           "WANDB_DIR": str(toy_dir / "wandb-default"),
+           "WANDB_CONFIG_DIR": str(toy_dir / "wandb-config"),
+           "WANDB_CACHE_DIR": str(toy_dir / "wandb-cache")}
+    sets = [a for o in _tracking(toy_dir) for a in ("--set", o)]
+    proc = cli("train", str(cfg), "--out", str(toy_dir / "run"), *sets, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    entries = RunDir(toy_dir / "run").read_tracking()
+    mlflow_id, wandb_id = entries["mlflow"]["run_id"], entries["wandb"]["run_id"]
+    said = " ".join(proc.stderr.split())
+    assert (f"tracking.mlflow: logging to MLflow run {mlflow_id} (tracking_uri "
+            f"{(toy_dir / 'mlruns').as_uri()})") in said, said
+    assert f"tracking.wandb: logging to W&B run {wandb_id} (skillgrad-tests/{wandb_id}" in said

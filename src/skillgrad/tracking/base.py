@@ -242,6 +242,15 @@ class Tracker(TrainerCallback, ABC):
                               f"{reason(exc)}") from exc
         self._entry, self.run_id, self._started = entry, str(entry["run_id"]), True
         self._save()
+        from skillgrad.console import console  # where to look, said once the run is open
+
+        console.print(f"tracking.{self.key}: {'continuing' if continued else 'logging to'} "
+                      f"{self.label} run {self.run_id} ({self.where(entry)})", markup=False,
+                      highlight=False)
+
+    def where(self, entry: Mapping[str, Any]) -> str:
+        """Where the tracker's run lives, in words (its entry of ``tracking.json``)."""
+        return ", ".join(f"{k} {v}" for k, v in entry.items() if k != "run_id" and v)
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> bool:
         """``fn(*args)``, unless the tracker is off; whether it ran. A failure turns the

@@ -55,6 +55,11 @@ class WandbTracker(Tracker):
         self.wandb_run = wandb.init(**options)
         return {"run_id": self.wandb_run.id, **where}
 
+    def where(self, entry: Mapping[str, Any]) -> str:
+        path = "/".join(str(entry[k]) for k in ("entity", "project") if entry.get(k))
+        url = getattr(self.wandb_run, "url", None)
+        return f"{path}/{entry['run_id']}" + (f", {url}" if url else "")
+
     def _log_params(self, params: Mapping[str, Param], continued: bool) -> None:
         # A resume-safe key may have changed since the run began: its new value wins.
         self.wandb_run.config.update(dict(params), allow_val_change=True)
