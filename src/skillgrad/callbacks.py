@@ -10,6 +10,10 @@ from skillgrad.records import EpochUpdate, EvalScore, StepRecord
 class TrainerCallback:
     """Override any hook; every default does nothing. Hooks must not raise."""
 
+    def on_train_begin(self) -> None:
+        """A new run begins: nothing of it is written yet (a tracker opens its run here, so
+        that one that cannot start leaves no half-made run directory)."""
+
     def on_resume(self, state: Any) -> None:
         """A run continues from its checkpoint."""
 

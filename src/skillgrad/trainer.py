@@ -648,6 +648,7 @@ class Trainer:
         if cap is not None and estimate_tokens(skill) > cap:
             raise DataError(f"the initial skill is {estimate_tokens(skill)} estimated tokens, "
                             f"over optimizer.max_skill_tokens ({cap})")
+        self._notify("on_train_begin")
         claim_run(self.run, self.resolved, __version__, self.allow_config_change)
         self._load_meter({})
         digest = self.run.save_skill(skill)

@@ -154,7 +154,7 @@ class Tracker(TrainerCallback, ABC):
         self.meters = tuple(meters)
         self.failures = 0  # failures after the start (the first one turns the tracker off)
         self.run_id: str | None = None
-        self._started = self._off = False
+        self._started = self._off = self._saved = False
         self._done = 0  # global steps the trainer has finished
         self._in_step = False
         self._logged = 0  # the last global step the tracker's run holds
@@ -185,6 +185,9 @@ class Tracker(TrainerCallback, ABC):
         """End the tracker's run as finished."""
 
     # ------------------------------------------------------------------ hooks
+    def on_train_begin(self) -> None:
+        self._start()
+
     def on_resume(self, state: Any) -> None:
         if state.phase == "done":
             return  # a finished run run again: nothing is left to log
@@ -222,7 +225,11 @@ class Tracker(TrainerCallback, ABC):
 
     # ------------------------------------------------------------------ the mechanism
     def _start(self) -> None:
-        """Open the tracker's run once; a failure stops the run with one line."""
+        """Open the tracker's run once; a failure stops the run with one line. Its entry in
+        ``tracking.json`` is written once the run directory is claimed (a new run's tracker
+        opens before anything of the run is written)."""
+        if self._started and not self._saved and self.run.marker_path.exists():
+            self._save()
         if self._started or self._off:
             return
         previous = self.run.read_tracking().get(self.key)
@@ -241,7 +248,8 @@ class Tracker(TrainerCallback, ABC):
             raise ConfigError(f"tracking.{self.key}: cannot start the {self.label} run: "
                               f"{reason(exc)}") from exc
         self._entry, self.run_id, self._started = entry, str(entry["run_id"]), True
-        self._save()
+        if self.run.marker_path.exists():
+            self._save()
         from skillgrad.console import console  # where to look, said once the run is open
 
         console.print(f"tracking.{self.key}: {'continuing' if continued else 'logging to'} "
@@ -288,6 +296,7 @@ class Tracker(TrainerCallback, ABC):
         self._off = True  # the tracker's run is over
 
     def _save(self) -> None:
+        self._saved = True
         data = self.run.read_tracking()
         data[self.key] = {**self._entry, "step": self._logged, "scored": sorted(self._scored)}
         self.run.write_json(self.run.tracking_path, data)
