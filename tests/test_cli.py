@@ -292,3 +292,37 @@ def test_a_missing_extra_is_named_not_a_traceback(tmp_path: Path) -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert set(MODULE_EXTRAS.values()) <= set(extras)
+
+
+def test_config_check_shows_what_is_set_and_finds_what_the_run_lacks(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text("".join(
+        json.dumps({"id": f"q{i}", "question": f"q{i}?", "answer": "a"}) + "\n"
+        for i in range(10)))
+    config = tmp_path / "c.yaml"
+    config.write_text("env: {name: qa, data_path: d.jsonl}\ntrain: {batch_size: 3}\n"
+                      "model:\n  target: {backend: scripted, default: a}\n"
+                      "  optimizer: {backend: scripted, default: a}\n")
+    proc = cli("config", "check", str(config), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    keys = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ")]
+    assert "train.batch_size" in keys and "train.num_epochs" not in keys  # a default
+    assert "more keys at their defaults: --all shows them" in proc.stdout
+    assert len(proc.stdout.splitlines()) < 20
+    every = cli("config", "check", str(config), "--all", cwd=tmp_path)
+    assert "train.num_epochs" in every.stdout and "--all shows them" not in every.stdout
+
+    config.write_text("env: {name: qa, data_path: d.jsonl}\nmodel:\n"
+                      "  target: {backend: embedded, model_path: missing.gguf}\n"
+                      "  optimizer: {backend: agent, cli: codex, binary: no-such-codex,"
+                      " role: optimizer, serve: nowhere.yaml}\n"
+                      f"tracking:\n  mlflow: {{tracking_uri: {tmp_path / 'mlruns'}}}\n")
+    proc = cli("config", "check", str(config), cwd=tmp_path)
+    missing = [line for line in proc.stdout.splitlines() if line.startswith("missing: ")]
+    assert any("model.target.model_path: missing.gguf does not exist" in m for m in missing)
+    assert any("model.optimizer.binary: 'no-such-codex' not found on PATH" in m
+               for m in missing)
+    assert any("model.optimizer.serve: " in m and "nowhere.yaml does not exist" in m
+               for m in missing)
+    line = one_line_error(proc)
+    assert "the run would stop: " in line and "more above" in line
+    assert not proc.stdout.rstrip().endswith("ok")

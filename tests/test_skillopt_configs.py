@@ -381,7 +381,7 @@ def test_check_shows_origins_masks_credentials_and_exits_2_on_error(tmp_path: Pa
     config.write_text("train:\n  batch_size: 3\nmodel:\n  target:\n    backend: openai_compatible"
                       "\n    base_url: http://127.0.0.1:9/v1\n    model: m\n    extra_headers:\n"
                       f"      Authorization: Bearer {KEY}\nenv:\n  name: qa\n  data_path: d.jsonl\n")
-    proc = cli("config", "check", str(config), "--set", "train.seed=5", cwd=tmp_path)
+    proc = cli("config", "check", str(config), "--set", "train.seed=5", "--all", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert lines["train.batch_size"].endswith(f"# {config}:2")

@@ -45,10 +45,12 @@ def compat_lines(resolved: ResolvedConfig) -> list[str]:
 
 
 @config_app.command("check")
-def check(config: ConfigArg, set_: SetOpt = None) -> None:
-    """Validate a config without running a model: every resolved value with where it came
-    from (default, FILE:LINE, --set), credentials masked; the data's task counts; and what a
-    SkillOpt config's keys became."""
+def check(config: ConfigArg, set_: SetOpt = None, all_: Annotated[bool, typer.Option(
+        "--all", help="Show every key, the defaults too.")] = False) -> None:
+    """Validate a config without running a model: the values it sets, with where each came
+    from (FILE:LINE, --set), credentials masked; the data's task counts; what a SkillOpt
+    config's keys became; and what the run needs that is missing here (a library, a model
+    file, an agent CLI)."""
     from skillgrad.build import build_environment
     from skillgrad.envs.base import SPLITS
     from skillgrad.settings import split_cap
@@ -60,14 +62,76 @@ def check(config: ConfigArg, set_: SetOpt = None) -> None:
     form = "SkillOpt's, read in skillgrad's keys" if resolved.skillopt else "skillgrad's"
     say(f"config: {config} ({form}); fingerprint {resolved.fingerprint()}")
     flat = flatten(resolved.redacted())
-    width = max(len(k) for k in flat)
-    for key, value in flat.items():
+    shown = {k: v for k, v in flat.items() if all_ or resolved.origin(k) != "default"}
+    width = max((len(k) for k in shown), default=0)
+    for key, value in shown.items():
         say(f"  {key.ljust(width)}  {json.dumps(value, default=str)}  # {resolved.origin(key)}")
+    if len(shown) < len(flat):
+        say(f"  ({len(flat) - len(shown)} more keys at their defaults: --all shows them)")
     say(f"env {resolved.config.env.name}: " + ", ".join(
         _count(split, n, split_cap(resolved.config, split)) for split, n in counts.items()))
     for line in _credentials(resolved) + compat_lines(resolved):
         say(line)
+    missing = preflight(resolved)
+    for line in missing:
+        say(f"missing: {line}")
+    if missing:
+        raise ConfigError(f"{config}: the run would stop: {missing[0]}"
+                          + (f" (and {len(missing) - 1} more above)" if len(missing) > 1
+                             else ""))
     say("ok")
+
+
+def preflight(resolved: ResolvedConfig) -> list[str]:
+    """What the run needs that this machine lacks, one line each: a library of an extra, an
+    embedded model's weights, an agent CLI or its serve config, a tracker's library."""
+    import importlib.util
+    import shutil
+
+    from skillgrad.errors import SkillgradError
+
+    def lacks(module: str) -> bool:
+        return importlib.util.find_spec(module) is None
+
+    found = []
+    for role, options in resolved.role_options.items():
+        backend = getattr(resolved.config.model, role).backend
+        key = f"model.{role}"
+        if backend == "embedded":
+            if lacks("llama_cpp"):
+                found.append(f"{key}: the embedded backend needs llama-cpp-python: pip "
+                             "install 'skillgrad[local]'")
+            path = getattr(options, "model_path", None)
+            if path is not None:
+                if not (resolved.base_dir / path).is_file():
+                    found.append(f"{key}.model_path: {path} does not exist")
+            else:
+                from skillgrad.models.weights import locate
+                try:
+                    locate(str(getattr(options, "model", "")))
+                except SkillgradError as exc:
+                    found.append(f"{key}.model: {exc}")
+        elif backend == "agent":
+            from skillgrad.models.agent import _search_path
+            from skillgrad.models.agent_clis import AGENT_CLIS
+
+            cli_name = str(getattr(options, "cli", ""))
+            program = getattr(options, "binary", None) or AGENT_CLIS[cli_name].binary
+            if shutil.which(str(program), path=_search_path()) is None:
+                found.append(f"{key}.binary: {program!r} not found on PATH (the {cli_name} "
+                             "CLI)")
+            serve = getattr(options, "serve", None)
+            if serve is not None and not (resolved.base_dir / serve).is_file():
+                found.append(f"{key}.serve: {resolved.base_dir / serve} does not exist")
+            if serve is not None and lacks("starlette"):
+                found.append(f"{key}.serve: needs the serve extra: pip install "
+                             "'skillgrad[serve]'")
+    tracking = resolved.config.tracking
+    for name, module in (("mlflow", "mlflow"), ("wandb", "wandb")):
+        if getattr(tracking, name) is not None and lacks(module):
+            found.append(f"tracking.{name}: needs the {name} extra: pip install "
+                         f"'skillgrad[{name}]'")
+    return found
 
 
 @config_app.command("migrate")
