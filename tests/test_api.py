@@ -4,6 +4,7 @@ and optimize() over tasks held in memory with scripted models."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -233,9 +234,55 @@ def test_optimize_learns_from_the_metrics_feedback(tmp_path: Path) -> None:
     resumed = optimize(trainset, testset=testset, metric=metric, initial_skill=SKILL,
                        out=tmp_path / "run", train={"num_epochs": 1, "batch_size": 8}, **again)
     assert resumed == result and not again["target"].calls  # finished: nothing re-run
-    with pytest.raises(RunDirError, match="env.data_digest"):
+    with pytest.raises(RunDirError, match=r"optimize\(out='.*run'\): that folder holds a run "
+                       r"made with other tasks or another initial_skill; give another out="):
         optimize(sums(23), testset=testset, metric=metric, initial_skill=SKILL,
                  out=tmp_path / "run", train={"num_epochs": 1, "batch_size": 8}, **models())
+
+    def stricter(answer: str, task: dict[str, Any]) -> float:  # another metric: not the run's
+        return float(answer.strip() == str(task["answer"]))
+
+    with pytest.raises(RunDirError, match="made with another metric; give another out="):
+        optimize(trainset, testset=testset, metric=stricter, initial_skill=SKILL,
+                 out=tmp_path / "run", train={"num_epochs": 1, "batch_size": 8}, **models())
+
+
+def test_optimize_says_what_it_does_and_returns_typed_figures(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    def metric(answer: str, task: dict[str, Any]) -> float:
+        return float(answer == task["answer"])
+
+    trainset, testset = sums(24), sums(8, offset=100)
+    with caplog.at_level(logging.INFO, logger="skillgrad"):
+        result = optimize(trainset, testset=testset, metric=metric, initial_skill=SKILL,
+                          out=tmp_path / "run", train={"num_epochs": 1, "batch_size": 8},
+                          **models())
+    said = capsys.readouterr().err.splitlines()
+    steps = [line for line in said if line.startswith("skillgrad: step ")]
+    assert len(steps) == result.summary["steps"] and "selection" in steps[0]
+    end = "done: test " + ", ".join(f"{k} {v:.3f}" for k, v in result.test.items())
+    assert said[-1] == f"skillgrad: {end}" and set(result.test) == {"initial", "best", "final"}
+    assert [r.getMessage() for r in caplog.records if r.name == "skillgrad"][-1] == end
+    assert sum(result.decisions.values()) == result.summary["steps"]
+    assert set(result.usage) >= {"target", "optimizer"} and result.selection["best"] >= 0
+
+    quiet = optimize(trainset, testset=testset, metric=metric, initial_skill=SKILL,
+                     out=tmp_path / "quiet", train={"num_epochs": 1, "batch_size": 8},
+                     verbose=False, **models())
+    assert capsys.readouterr().err == "" and quiet.test == result.test
+
+
+def test_unusable_optimizer_replies_are_said_not_silent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = optimize(sums(12), metric=lambda answer, task: answer == task["answer"],
+                      initial_skill=SKILL, target={"backend": "scripted", "default": "9"},
+                      optimizer={"backend": "scripted", "default": "not JSON"},
+                      train={"num_epochs": 1, "batch_size": 4, "steps_per_epoch": 1},
+                      out=tmp_path / "run")
+    err = capsys.readouterr().err
+    assert "optimizer replies could not be used" in err, err
+    assert result.best_skill == SKILL
 
 
 def test_a_bool_metric_and_role_sections(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ finished, returns the finished run's result).
 from __future__ import annotations
 
 import copy
+import logging
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,13 +43,23 @@ from skillgrad.clients import ROLES, build_clients
 from skillgrad.config import validate
 from skillgrad.dotted import flatten
 from skillgrad.envs.base import EnvCommon
-from skillgrad.envs.memory import MemoryEnvironment, MemoryOptions, Metric, data_digest, split_sets
-from skillgrad.errors import ConfigError, DataError
+from skillgrad.envs.memory import (
+    MemoryEnvironment,
+    MemoryOptions,
+    Metric,
+    callable_identity,
+    data_digest,
+    split_sets,
+)
+from skillgrad.errors import ConfigError, DataError, RunDirError
 from skillgrad.models.base import ChatModel
+from skillgrad.records import StepRecord
 from skillgrad.rundir import RunDir
 from skillgrad.skill import read_skill_file
 from skillgrad.tracking import tracker_callbacks
 from skillgrad.trainer import Trainer
+
+log = logging.getLogger("skillgrad")
 
 MEMORY_ENV = "skillgrad.envs.memory:MemoryEnvironment"
 GIVEN_MODEL = "skillgrad.api:GivenModel"
@@ -89,6 +101,32 @@ class OptimizeResult:
     summary: dict[str, Any]
     run_dir: Path
 
+    @property
+    def test(self) -> dict[str, float]:
+        """The test split's hard score of the initial, best and final skill ({} without a
+        testset)."""
+        return {k: float(v["hard"]) for k, v in (self.summary.get("test") or {}).items() if v}
+
+    @property
+    def selection(self) -> dict[str, float]:
+        """The selection split's score of the initial, best and final skill."""
+        return {k: float(v) for k, v in (self.summary.get("selection") or {}).items()
+                if isinstance(v, (int, float))}
+
+    @property
+    def decisions(self) -> dict[str, int]:
+        """How many steps the gate accepted, rejected, skipped or refused."""
+        out: dict[str, int] = {}
+        for counts in (self.summary.get("decisions_per_epoch") or {}).values():
+            for k, v in counts.items():
+                out[k] = out.get(k, 0) + int(v)
+        return out
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """Each role's calls, tokens, time and cost (``summary.json``'s ``models``)."""
+        return dict(self.summary.get("models") or {})
+
 
 def optimize(
     trainset: Iterable[Any],
@@ -101,6 +139,7 @@ def optimize(
     optimizer: ChatModel | Mapping[str, Any] | None = None,
     out: str | Path = "runs/optimize",
     callbacks: Sequence[TrainerCallback] = (),
+    verbose: bool = True,
     **config: Mapping[str, Any],
 ) -> OptimizeResult:
     """Train a skill on tasks held in memory and return the best one.
@@ -128,6 +167,8 @@ def optimize(
             resumes; with other ones it is refused (:class:`~skillgrad.errors.RunDirError`).
         callbacks: :class:`~skillgrad.callbacks.TrainerCallback` objects that observe the loop
             (the trackers of a ``tracking={...}`` section follow them).
+        verbose: print a line per step and one at the end to stderr (default); the same
+            lines go to the ``skillgrad`` logger at INFO either way.
         **config: config overrides by section, e.g. ``train={"num_epochs": 2}``,
             ``evaluation={"gate_test": "strict"}``, ``env={"max_tokens": 256}`` (the target's
             reply limit and temperature are the only ``env`` keys here).
@@ -146,7 +187,8 @@ def optimize(
     roles = {"target": _role(target, "target"),
              "optimizer": _role(target if optimizer is None else optimizer, "optimizer")}
     env_section = {**_env_keys(config.get("env", {})), "name": MEMORY_ENV,
-                   "data_digest": data_digest(splits, skill)}
+                   "data_digest": data_digest(splits, skill),
+                   "metric": callable_identity(metric)}
     raw, origins = _raw_config(config, {r: spec for r, (spec, _) in roles.items()}, env_section,
                                has_test=testset is not None)
     resolved = validate(raw, origins, Path.cwd())
@@ -157,9 +199,71 @@ def optimize(
     run = RunDir(Path(out))
     trackers = tracker_callbacks(resolved, run, [c.meter for c in clients.values()])
     trainer = Trainer(resolved, env, clients["target"], clients["optimizer"], run,
-                      callbacks=[*callbacks, *trackers])
-    summary = trainer.fit()
+                      callbacks=[*callbacks, StepLines(verbose), *trackers])
+    try:
+        summary = trainer.fit()
+    except RunDirError as exc:
+        if "made with a different config" not in str(exc):
+            raise
+        raise RunDirError(f"optimize(out={str(out)!r}): that folder holds a run made with "
+                          f"{_what_changed(run, resolved)}; give another out=, or remove the "
+                          "folder to start again") from None
     return OptimizeResult(best_skill=trainer.best_skill, summary=summary, run_dir=Path(out))
+
+
+_ARGUMENTS = {"env.data_digest": "other tasks or another initial_skill",
+              "env.metric": "another metric"}
+
+
+class StepLines(TrainerCallback):
+    """A line per step and one at the end, to the ``skillgrad`` logger at INFO and, when
+    ``echo``, to stderr: what :func:`optimize` says while it runs."""
+
+    def __init__(self, echo: bool = True) -> None:
+        self.echo = echo
+
+    def _say(self, line: str, warning: bool = False) -> None:
+        log.log(logging.WARNING if warning else logging.INFO, "%s", line)
+        if self.echo:
+            print(f"skillgrad: {line}", file=sys.stderr, flush=True)
+
+    def on_resume(self, state: Any) -> None:
+        self._say(f"resuming at step {state.global_step + 1}" if state.phase == "train"
+                  else "the run is done; returning its result")
+
+    def on_step_end(self, record: StepRecord) -> None:
+        cur = "-" if record.current_score is None else f"{record.current_score:.3f}"
+        cand = "-" if record.candidate_score is None else f"{record.candidate_score:.3f}"
+        line = (f"step {record.global_step}: train {record.train_hard:.2f}, edits "
+                f"{record.n_applied + record.n_fuzzy}/{record.n_selected} applied "
+                f"({record.n_proposed} proposed), selection {cur} -> {cand}: "
+                f"{record.decision}" + (f" ({record.reason})" if record.reason else ""))
+        self._say(line)
+        if record.n_parse_errors:
+            self._say(f"step {record.global_step}: {record.n_parse_errors} optimizer replies "
+                      f"could not be used" + (f" ({record.unusable})" if record.unusable
+                                              else ""), warning=True)
+
+    def on_train_end(self, summary: dict[str, Any]) -> None:
+        test = summary.get("test") or {}
+        scores = ", ".join(f"{k} {v['hard']:.3f}" for k, v in test.items() if v)
+        sel = summary.get("selection") or {}
+        picked = ", ".join(f"{k} {v:.3f}" for k, v in sel.items() if isinstance(v, float))
+        self._say("done: " + (f"test {scores}" if scores else f"selection {picked or '-'}"))
+
+
+def _what_changed(run: RunDir, resolved: Any) -> str:
+    """The arguments of :func:`optimize` that differ from the run's, in its words."""
+    from skillgrad.config import changed_keys
+
+    previous = run.read_config()
+    keys = sorted(changed_keys(previous, resolved.redacted())) if isinstance(previous, dict) \
+        else []
+    said = [_ARGUMENTS[k] for k in keys if k in _ARGUMENTS]
+    other = [k for k in keys if k not in _ARGUMENTS]
+    if other:
+        said.append("other settings (" + ", ".join(other[:4]) + ")")
+    return " and ".join(said) or "other arguments"
 
 
 # ----------------------------------------------------------------------------- optimize's config
@@ -199,7 +303,7 @@ def _env_keys(values: Any) -> dict[str, Any]:
     """The ``env`` keys a caller may set: the memory environment's own, not the splitting."""
     if not isinstance(values, Mapping):
         return {}  # reported with the other sections by _raw_config
-    own = set(MemoryOptions.model_fields) - {"data_digest"}
+    own = set(MemoryOptions.model_fields) - {"data_digest", "metric"}
     for key in values:
         if key not in own:
             what = ("is set by optimize() itself (the tasks, splits and initial skill are its "
@@ -231,7 +335,7 @@ def _raw_config(config: Mapping[str, Any], roles: dict[str, dict[str, Any]],
     for role in ROLES:
         origins.update({f"model.{role}.{k}": f"optimize({role}=...)" for k in flatten(roles[role])})
     raw["env"] = env
-    origins["env.name"] = origins["env.data_digest"] = "optimize()"
+    origins["env.name"] = origins["env.data_digest"] = origins["env.metric"] = "optimize()"
     evaluation = raw.setdefault("evaluation", {})
     if not has_test:
         if evaluation.get("eval_test") is True:

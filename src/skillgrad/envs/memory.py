@@ -49,6 +49,8 @@ class MemoryOptions(EnvOptions):
     data_digest: str = Field(default="", description="hash of the tasks and the initial skill "
                              "(set by skillgrad.optimize): a run directory is only resumed with "
                              "the data it was made with")
+    metric: str = Field(default="", description="the metric's name and a hash of its code (set "
+                        "by skillgrad.optimize): a run is only resumed with the same metric")
 
 
 class MemoryEnvironment:
@@ -122,6 +124,21 @@ def data_digest(splits: Mapping[Split, Sequence[Task]], skill: str) -> str:
     data = {s: [[t.id, t.prompt, t.reference] for t in splits.get(s, ())] for s in SPLITS}
     text = json.dumps({"splits": data, "skill": skill}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def callable_identity(fn: Any) -> str:
+    """A function's (or callable object's) name and a hash of its code and constants: the
+    same for the same metric in another process, different when its code changes."""
+    call = vars(type(fn)).get("__call__")  # a callable object: its class's __call__
+    target = fn if hasattr(fn, "__code__") or call is None else call
+    code = getattr(target, "__code__", None)
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    if code is None:
+        return f"{module}.{name}"
+    consts = repr([c for c in code.co_consts if not hasattr(c, "co_code")])
+    digest = hashlib.sha256(code.co_code + consts.encode()).hexdigest()[:12]
+    return f"{module}.{name}:{digest}"
 
 
 def read_score(value: Any, task_id: str, metric: Metric) -> tuple[float, str]:
