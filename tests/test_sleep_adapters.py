@@ -251,7 +251,7 @@ def test_opencode_database_session_keeps_only_the_conversation(opencode_store: P
         # the undone exchange (session.revert) is gone
     ]
     bash, edit, write = s.turns[1].tool_calls
-    assert bash.id == "toolu_bash_1" and bash.exit_code == 1 and not bash.is_error
+    assert bash.id == "toolu_bash_1" and bash.exit_code == 1 and bash.is_error  # exited 1
     assert bash.output is not None and bash.output.startswith("F\nFAILED")
     assert bash.time == at(2026, 3, 2, 8, 15, 6)
     assert edit.arguments == {"filePath": "/home/dev/shop/tax.py", "oldString": "round(x, 1)",

@@ -208,6 +208,7 @@ def test_codex_a_patch_its_read_only_sandbox_rejected_changes_no_file(
     assert (patch.output or "").startswith("patch rejected")
     assert [(c.command, c.exit_code) for c in shell_calls(s)] == [("cat notes.txt", 1),
                                                                   ("ls missing.txt", 2)]
+    assert all(c.is_error for c in shell_calls(s))  # a command that exits non-zero failed
     assert s.files_changed == ()
 
 

@@ -65,7 +65,10 @@ def _make_valid(record: Any, names: tuple[str, ...]) -> None:
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call and its result. ``arguments``: the parsed JSON object when the agent
-    wrote JSON, else the text. ``exit_code``: a shell command's, where the log records it."""
+    wrote JSON, else the text. ``exit_code``: a shell command's, where the log records it.
+    ``is_error``: the tool failed, or its command exited non-zero, whichever way the agent's
+    log says so (Claude Code marks a failing command an error, Gemini CLI and Copilot CLI
+    record only its exit code)."""
 
     id: str
     name: str
@@ -77,6 +80,8 @@ class ToolCall:
 
     def __post_init__(self) -> None:
         _make_valid(self, ("id", "name", "arguments", "output"))
+        if self.exit_code not in (None, 0) and not self.is_error:
+            object.__setattr__(self, "is_error", True)
 
     @property
     def command(self) -> str | None:
