@@ -245,6 +245,10 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "share 1 word with"),
     ("Give an answer that is part of an expected answer.", "analysis",
      "is part of an expected answer"),
+    # Proposed for an agent target: the analysts' prompt numbers the tasks it shows.
+    ("Use the glob tool to look up filenames by glob pattern for Task 1", "unseen", "Task 1"),
+    ("Use the Task tool to search for the file for Task 5 and Task 6", "unseen",
+     "Task 5 and Task 6"),
 ])
 def test_a_rule_about_what_the_agent_never_sees_is_refused(rule: str, kind: str,
                                                             phrase: str) -> None:
@@ -294,7 +298,8 @@ def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
                  "Keep your answer as short as possible.",
                  "Answer with the shortest span of the passage that answers the question.",
                  "Use the format the question asks for (HH:MM or HH:MM:SS), two digits per "
-                 "field."):
+                 "field.", "Use the Task tool to hand a search to a sub-agent.",
+                 "Finish one task before you start the next."):
         assert find_quote(rule, Evidence()) is None, rule
     said = "# Skill\n\n- Compare your reply with the answer key the task gives.\n"
     assert find_quote("Compare your reply with the answer key the task gives, twice.",

@@ -90,6 +90,8 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
                + _ANSWER, re.IGNORECASE),
     re.compile(r"\bif\s+(?:your|the|its)\s+(?:reply|response|answer|output)\s+(?:is|was)\s+"
                r"(?:not\s+)?(?:incorrect|wrong|correct|right)\b", re.IGNORECASE),
+    # The numbers the analysts' prompts give the tasks they show ("### Task 3").
+    re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
@@ -141,8 +143,7 @@ class Quote:
             "instructions": "copies the optimizer prompt's own instructions",
             "refused": "repeats text refused earlier",
             "group": f"quotes what only one group of training items says (such as{where})",
-            "unseen": "speaks of what the agent never sees (the expected answer, whether its "
-                      "reply is right)",
+            "unseen": "speaks of what the agent never sees",
             "analysis": "echoes skillgrad's failure analysis",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
