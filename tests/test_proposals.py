@@ -21,13 +21,13 @@ from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 from skillgrad.trainer import build_trainer
 
 
-def _sampled(folder: Path, helpful: bool = True, proposals: int = 3) -> Path:
+def _sampled(folder: Path, helpful: bool = True, proposals: int = 3, steps: int = 1) -> Path:
     return toy_config(
         folder,
         model={"target": {"backend": "scripted", "function": "toy:target"},
                "optimizer": {"backend": "scripted", "function": "toy:make_sampled_optimizer",
                              "function_args": {"helpful": helpful}}},
-        train={"num_epochs": 1, "steps_per_epoch": 1},
+        train={"num_epochs": 1, "steps_per_epoch": steps},
         gradient={"minibatch_size": 100, "failure_only": True, "proposals": proposals,
                   "proposal_form": "rules"})
 
@@ -267,15 +267,7 @@ def test_no_ablation_by_default(toy_dir: Path) -> None:
 def test_a_skill_the_gate_rejected_is_not_judged_again(toy_dir: Path) -> None:
     """The greedy proposal (a greeting that changes nothing scored) comes back at step 2 as
     the same skill: the gate's verdict on it stands, and no selection task is run for it."""
-    cfg = toy_config(
-        toy_dir,
-        model={"target": {"backend": "scripted", "function": "toy:target"},
-               "optimizer": {"backend": "scripted", "function": "toy:make_sampled_optimizer",
-                             "function_args": {"helpful": True}}},
-        train={"num_epochs": 1, "steps_per_epoch": 2},
-        gradient={"minibatch_size": 100, "failure_only": True, "proposals": 1,
-                  "proposal_form": "rules"})
-    trainer = _train(cfg, toy_dir / "run")
+    trainer = _train(_sampled(toy_dir, proposals=1, steps=2), toy_dir / "run")
     assert trainer.state is not None
     first, second = trainer.state.history
     assert first.decision == "reject" and first.candidate_hash

@@ -137,6 +137,7 @@ class Trainer:
         self._placement: dict[str, Any] | None = None  # where rollouts run, when not here
         self.train_tasks = self._split("train")
         self._train_by_id = {t.id: t for t in self.train_tasks}
+        self._requests = {t.id: t.prompt for t in self.train_tasks}  # what a rules merge shows
         self._batches = BatchOrder(self.train_tasks, self.cfg.train.seed)
         self.val_tasks = self._split("val")
         self.state: TrainerState | None = None
@@ -444,9 +445,8 @@ class Trainer:
         step's rollouts, whose tasks no edit may quote)."""
         making = settings.candidate_settings(self.cfg, skill, self._context())
         shown = self._evidence(results)
-        requests = {t.id: t.prompt for t in self._train_by_id.values()}
         merged = self._stage("aggregate", None, lambda: aggregate_stage(
-            skill, patches, self._optimizer("aggregate"), making, shown, requests))
+            skill, patches, self._optimizer("aggregate"), making, shown, self._requests))
         chosen = self._stage("select", None, lambda: select_stage(
             merged, budget, skill, self._optimizer("select"), making,
             lambda doc: self.evaluate(doc, "val", self.val_tasks), self._metric))

@@ -112,12 +112,12 @@ def preflight(resolved: ResolvedConfig) -> list[str]:
                 except SkillgradError as exc:
                     found.append(f"{key}.model: {exc}")
         elif backend == "agent":
-            from skillgrad.models.agent import _search_path
+            from skillgrad.models.agent import search_path
             from skillgrad.models.agent_clis import AGENT_CLIS
 
             cli_name = str(getattr(options, "cli", ""))
             program = getattr(options, "binary", None) or AGENT_CLIS[cli_name].binary
-            if shutil.which(str(program), path=_search_path()) is None:
+            if shutil.which(str(program), path=search_path()) is None:
                 found.append(f"{key}.binary: {program!r} not found on PATH (the {cli_name} "
                              "CLI)")
             serve = getattr(options, "serve", None)

@@ -307,7 +307,7 @@ class AgentBackend:
         program = options.binary or preset.binary
         if os.sep in program and not Path(program).is_absolute():
             program = str((base_dir / program).resolve())
-        found = shutil.which(program, path=_search_path())
+        found = shutil.which(program, path=search_path())
         if found is None:
             raise ConfigError(f"binary: {program!r} not found on PATH (install the CLI: "
                               f"{_PACKAGES[options.cli]})")
@@ -341,7 +341,7 @@ _PACKAGES = {"codex": "npm install -g @openai/codex", "claude": "npm install -g 
              "@google/gemini-cli"}
 
 
-def _search_path() -> str:
+def search_path() -> str:
     """PATH, then the folders of SKILLGRAD_AGENT_CLIS (where CI installs the CLIs)."""
     extra = os.environ.get("SKILLGRAD_AGENT_CLIS", "")
     return os.pathsep.join(p for p in (os.environ.get("PATH", os.defpath), extra) if p)

@@ -27,7 +27,7 @@ from skillgrad.models.messages import Message
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Patch
 from skillgrad.stages.hygiene import words
-from skillgrad.stages.render import render_edits
+from skillgrad.stages.render import one_line, render_edits
 from skillgrad.stages.replies import PatchReply, RulesReply, patch_schema, rule_edit, rules_schema
 from skillgrad.stages.update import apply_edits
 from skillgrad.words import FUNCTION_WORDS
@@ -161,7 +161,7 @@ def _merge_rules(group: list[Patch], kind: str, skill: str, model: ChatModel,
         at = _covering(e.content, [m.content for m in merged])
         if at is None:
             kept.append(e)
-            repaired.append(f"rule {_clip(e.content, 120)!r}: left out by the merge, kept")
+            repaired.append(f"rule {one_line(e.content, 120)!r}: left out by the merge, kept")
         else:
             supports[at] += e.support
     edits = [m.model_copy(update={"support": max(s, 1)}) for m, s in zip(merged, supports,
@@ -206,7 +206,7 @@ def _restore_ops(edits: list[Edit], inputs: Sequence[Patch], skill: str
             continue
         out.append(e.model_copy(update={"op": source.op, "anchor": source.anchor}))
         was = f"{e.op} with {'an empty anchor' if not e.anchor.strip() else 'an anchor not in the skill'}"
-        repaired.append(f"edit {_clip(e.content, 120)!r}: the merge's {was} restored to the "
+        repaired.append(f"edit {one_line(e.content, 120)!r}: the merge's {was} restored to the "
                         f"proposal's {source.op}")
     return out, repaired
 
@@ -227,11 +227,6 @@ def _tail(text: str, limit: int = _EXAMPLE_CHARS) -> str:
     """The end of a request (where its question usually is), on one line."""
     text = " ".join(text.split())
     return text if len(text) <= limit else "…" + text[1 - limit:]
-
-
-def _clip(text: str, limit: int = _EXAMPLE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def concatenate(patches: Sequence[Patch]) -> tuple[Edit, ...]:

@@ -50,12 +50,14 @@ from skillgrad.stages.hygiene import (
     clean_items,
     find_quote,
 )
+from skillgrad.stages.render import one_line
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
 from skillgrad.stages.trigger import retrain_trigger
 from skillgrad.stages.update import apply_edits
 
 ModelFor = Callable[[str], ChatModel]
+CHANGE_CHARS = 140  # a change as the records and the meta skill show it
 Evaluate = Callable[[str], EvalScore]
 Metric = Callable[[EvalScore, str], float]
 
@@ -161,10 +163,10 @@ class Proposal:
         for item in self.kept:
             text = item.description if isinstance(item, Suggestion) else item.content
             head = item.type if isinstance(item, Suggestion) else item.op
-            out.append(f"{head}: {_clip(text)}")
-        out += [f"reminder: {_clip(r)}" for r in self.reminders]
+            out.append(f"{head}: {one_line(text, CHANGE_CHARS)}")
+        out += [f"reminder: {one_line(r, CHANGE_CHARS)}" for r in self.reminders]
         if self.description is not None:
-            out.append(f"description: {_clip(self.description)}")
+            out.append(f"description: {one_line(self.description, CHANGE_CHARS)}")
         if not out and any(kind == "rewrites" for kind, _ in self.artifacts):
             out.append("whole-document rewrite")
         return tuple(out)
@@ -358,8 +360,3 @@ def _add_reminders(
 
 def _edits(items: Sequence[Any]) -> str:
     return "edit" if len(items) == 1 else "edits"
-
-
-def _clip(text: str, limit: int = 140) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

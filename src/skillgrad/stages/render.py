@@ -168,6 +168,12 @@ def _alternatives(reference: Any) -> list[str]:
     return []
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def clip_head(text: str, max_chars: int) -> str:
     """The end of a long text (where a task's question usually is), and how much was cut."""
     if len(text) <= max_chars:

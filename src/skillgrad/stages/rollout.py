@@ -58,10 +58,16 @@ def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> Eval
     )
 
 
-def skill_loads(results: Sequence[RolloutResult]) -> tuple[int, int] | None:
-    """(rollouts that loaded the skill, rollouts where loading was the agent's choice), or
-    None where no rollout's agent chose (no agent target, or the skill in its memory file)."""
-    seen = [r.metadata["agent"]["skill_loaded"] for r in results
+def skill_choices(results: Sequence[RolloutResult]) -> list[tuple[RolloutResult, bool]]:
+    """The rollouts where loading the skill was the agent's choice, each with whether it did
+    (none with no agent target, or with the skill in its memory file)."""
+    return [(r, bool(r.metadata["agent"]["skill_loaded"])) for r in results
             if isinstance(r.metadata.get("agent"), dict)
             and r.metadata["agent"].get("skill_loaded") is not None]
-    return (sum(bool(s) for s in seen), len(seen)) if seen else None
+
+
+def skill_loads(results: Sequence[RolloutResult]) -> tuple[int, int] | None:
+    """(rollouts that loaded the skill, rollouts where loading was the agent's choice), or
+    None where no rollout's agent chose."""
+    seen = skill_choices(results)
+    return (sum(loaded for _, loaded in seen), len(seen)) if seen else None

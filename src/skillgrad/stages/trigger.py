@@ -32,6 +32,8 @@ from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
 from skillgrad.records import Edit, EditOutcome, RolloutResult
 from skillgrad.stages.hygiene import Evidence, find_quote
+from skillgrad.stages.render import one_line
+from skillgrad.stages.rollout import skill_choices
 from skillgrad.stages.update import apply_edits
 
 # The load rate under which the description is rewritten.
@@ -43,8 +45,9 @@ _BODY_CHARS = 4000
 
 @dataclass(frozen=True)
 class Trigger:
-    """What the step did with the description: ``outcome`` of its ``replace`` edit (None when
-    none was made), ``note`` one phrase for the step record, ``data`` for the step folder."""
+    """What the step did with the description: the ``candidate`` (with it, or as it was),
+    ``note`` one phrase for the step record, the ``outcome`` of its ``replace`` edit (None
+    when none was tried) and the new ``description`` (None unless it was applied)."""
 
     candidate: str
     note: str
@@ -56,14 +59,6 @@ class _Description(BaseModel):
     description: str
 
 
-def loads(results: Sequence[RolloutResult]) -> tuple[int, int, list[RolloutResult]]:
-    """(rollouts that loaded the skill, those where the agent chose, the ones that did not)."""
-    chose = [r for r in results if isinstance(r.metadata.get("agent"), dict)
-             and r.metadata["agent"].get("skill_loaded") is not None]
-    missed = [r for r in chose if not r.metadata["agent"]["skill_loaded"]]
-    return len(chose) - len(missed), len(chose), missed
-
-
 def retrain_trigger(candidate: str, results: Sequence[RolloutResult], model: ChatModel,
                     evidence: Evidence, *, threshold: float = 0.82,
                     max_tokens: int | None = None, temperature: float | None = None
@@ -71,7 +66,9 @@ def retrain_trigger(candidate: str, results: Sequence[RolloutResult], model: Cha
     """The candidate with a new description when the agent loaded the skill on fewer than
     :data:`LOAD_FLOOR` of the step's rollouts where it chose; None when no rollout's agent
     chose (no agent target, or the skill in its memory file) or it loaded often enough."""
-    loaded, chose, missed = loads(results)
+    choices = skill_choices(results)
+    missed = [r for r, loaded in choices if not loaded]
+    loaded, chose = len(choices) - len(missed), len(choices)
     if chose == 0 or loaded >= LOAD_FLOOR * chose:
         return None
     rate = f"loaded {loaded}/{chose}"
@@ -84,9 +81,10 @@ def retrain_trigger(candidate: str, results: Sequence[RolloutResult], model: Cha
     current = front.get("description")
     if entry is None or not isinstance(current, str):
         return Trigger(candidate, f"{rate}; not trained: the front matter has no description")
-    requests = "\n".join(f"- {_clip(_request(r))}" for r in missed[:_REQUESTS])
+    requests = "\n".join(f"- {one_line(_request(r), _REQUEST_CHARS)}"
+                         for r in missed[:_REQUESTS])
     text = prompts.render("trigger", skill_name=str(front.get("name") or "skill"),
-                          description=current, skill=_clip(body.strip("\n"), _BODY_CHARS),
+                          description=current, skill=_head(body.strip("\n")),
                           requests=requests, loaded=str(loaded), chose=str(chose),
                           max_chars=str(MAX_DESCRIPTION))
     reply = ask_json(model, [Message(role="user", content=text)], _Description, kind="trigger",
@@ -106,7 +104,7 @@ def retrain_trigger(candidate: str, results: Sequence[RolloutResult], model: Cha
     if outcome.status == "skipped":
         return Trigger(candidate, f"{rate}; the new description was skipped: {outcome.reason}",
                        outcome)
-    return Trigger(changed, f"{rate}; description rewritten: {_clip(new, 160)}", outcome, new)
+    return Trigger(changed, f"{rate}; description rewritten: {one_line(new, 160)}", outcome, new)
 
 
 def _entry(head: str) -> str | None:
@@ -128,6 +126,6 @@ def _request(result: RolloutResult) -> str:
     return users[0].text() if users else result.task_id
 
 
-def _clip(text: str, limit: int = _REQUEST_CHARS) -> str:
-    text = " ".join(text.split()) if limit <= _REQUEST_CHARS else text
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _head(body: str) -> str:
+    """The skill's body as the optimizer is shown it: its first :data:`_BODY_CHARS`."""
+    return body if len(body) <= _BODY_CHARS else body[: _BODY_CHARS - 1] + "…"
