@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import toy
 import yaml
 from conftest import toy_config_full
 from e2e import one_line_error
@@ -66,6 +67,15 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(trained: Path, tmp_path: Path) -> Path:
     """A copy of the trained run that a test may change."""
     return Path(shutil.copytree(trained, tmp_path / "Toy_Run 2"))
+
+
+def _toy_run(folder: Path, skill: str = toy.INITIAL_SKILL) -> Path:
+    """A one-step toy run that starts from ``skill``."""
+    folder.mkdir(parents=True)
+    config = toy_config_full(folder, skill=skill)
+    build_trainer(load_config(config, ["train.num_epochs=1", "train.steps_per_epoch=1"]),
+                  folder / "run").fit()
+    return folder / "run"
 
 
 def state_of(run: Path) -> dict[str, Any]:
@@ -437,19 +447,21 @@ def test_install_through_the_command(run: Path, tmp_path: Path) -> None:
     proc = export(str(run), "--install", "claude", "--description", DESCRIPTION,
                   cwd=work, home=home)
     assert proc.returncode == 0, proc.stderr
-    installed = home / ".claude" / "skills" / "toy-run-2" / "SKILL.md"
-    assert f"installed for Claude Code, user scope: {installed}" in proc.stdout
+    installed = work / ".claude" / "skills" / "toy-run-2" / "SKILL.md"
+    assert f"installed for Claude Code, project scope: {installed}" in proc.stdout
+    assert "name: toy-run-2 (the run folder's; give --name NAME for another)" in proc.stdout
     assert "Check the item" in installed.read_text() and "APPENDIX" not in installed.read_text()
-    proc = export(str(run), "--install", "claude", "--description", DESCRIPTION, cwd=work,
-                  home=home, CLAUDE_CONFIG_DIR=str(tmp_path / "cc"))
+    assert not home.exists()  # the user's own skills are left alone unless asked
+    proc = export(str(run), "--install", "claude", "--scope", "user", "--description",
+                  DESCRIPTION, cwd=work, home=home, CLAUDE_CONFIG_DIR=str(tmp_path / "cc"))
     assert (tmp_path / "cc" / "skills" / "toy-run-2" / "SKILL.md").exists(), proc.stderr
-    proc = export(str(run), "--install", "codex", "--scope", "project", "--name", "toy",
+    proc = export(str(run), "--install", "codex", "--scope", "user", "--name", "toy",
                   "--description", DESCRIPTION, cwd=work, home=home)
     assert proc.returncode == 0, proc.stderr
-    assert (work / ".agents" / "skills" / "toy" / "SKILL.md").exists()
+    assert (home / ".agents" / "skills" / "toy" / "SKILL.md").exists()
     proc = export(str(run), "--install", "claude", "--description", DESCRIPTION, cwd=work,
                   home=home)
-    assert f"already installed for Claude Code, user scope: {installed}" in proc.stdout
+    assert f"already installed for Claude Code, project scope: {installed}" in proc.stdout
     old = installed.read_bytes()
     proc = export(str(run), "--install", "claude", "--version", "initial",
                   "--description", DESCRIPTION, cwd=work, home=home)
@@ -463,6 +475,30 @@ def test_install_through_the_command(run: Path, tmp_path: Path) -> None:
     assert f"the different skill that was there is kept as: {backup}" in proc.stdout
     assert backup.read_bytes() == old and installed.read_bytes() != old
     assert sorted(p.name for p in installed.parent.iterdir()) == ["SKILL.md", backup.name]
+
+
+def test_install_with_no_flags_takes_the_skills_own_name_and_description(
+        tmp_path: Path) -> None:
+    """A skill without a description is not installed under a made-up one (an agent loads
+    a skill by it); one trained from a SKILL.md keeps its own name and description."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    bare = _toy_run(tmp_path / "bare")
+    line = one_line_error(export(str(bare), "--install", "claude", cwd=work, home=home))
+    assert "--install: an agent loads a skill by its description, and this skill has none; " \
+        "give --description TEXT" in line and "--describe" in line
+    assert not (work / ".claude").exists() and not home.exists()
+    own = ("---\nname: item-facts\ndescription: Answers questions about an item's facts "
+           "from its context. Use it when asked for an item's year, city or colour.\n---\n\n"
+           + toy.INITIAL_SKILL)
+    owned = _toy_run(tmp_path / "owned", own)
+    proc = export(str(owned), "--install", "claude", cwd=work, home=home)
+    assert proc.returncode == 0, proc.stderr
+    installed = work / ".claude" / "skills" / "item-facts" / "SKILL.md"
+    text = installed.read_text()
+    assert "name: item-facts" in text and "Use it when asked for an item's year" in text
+    assert "name: item-facts (the skill's own, from its front matter)" in proc.stdout
+    assert "description: the skill's own, from its front matter" in proc.stdout
 
 
 # ----------------------------------------------------------------------------- the command

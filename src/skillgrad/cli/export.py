@@ -37,9 +37,11 @@ def export_command(
         "--format", help="skill-folder (OUT/NAME/SKILL.md; the default) or agents-md (a "
         "section of the memory file OUT).")] = None,
     name: Annotated[OptText, typer.Option(
-        "--name", help="The skill's name (default: the run folder's name, made valid).")] = None,
+        "--name", help="The skill's name (default: the name in the skill's front matter, "
+        "else the run folder's name, made valid).")] = None,
     description: Annotated[OptText, typer.Option(
-        "--description", help="What the skill does and when to use it.")] = None,
+        "--description", help="What the skill does and when to use it (default: the "
+        "description in the skill's front matter; --install needs one).")] = None,
     describe: Annotated[bool, typer.Option(
         "--describe", help="Have the run's optimizer model (RUN/config.yaml) propose the "
         "description.")] = False,
@@ -53,8 +55,9 @@ def export_command(
         "--install", help="Put the skill folder where an agent looks: claude (Claude Code) or "
         "codex.")] = None,
     scope: Annotated[OptText, typer.Option(
-        "--scope", help="With --install: user (default; ~/.claude/skills, ~/.agents/skills) or "
-        "project (.claude/skills, .agents/skills of the current folder).")] = None,
+        "--scope", help="With --install: project (the default: .claude/skills, .agents/skills "
+        "of the current folder) or user (~/.claude/skills, ~/.agents/skills: every project's)."
+        )] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace a different skill folder of the same name (its SKILL.md is "
         "kept as SKILL.md.bak-<UTC time>).")] = False,
@@ -68,12 +71,28 @@ def export_command(
         raise SkillgradError("--name: empty; give 1-64 characters of a-z, 0-9 and '-', or "
                              "leave --name out for the run folder's name")
     chosen = resolve_version(run, version)
-    skill = _default_name(run) if name is None else name
+    own_name, own_description = export.own_fields(chosen.text)
+    if name is not None:
+        skill = name
+    elif own_name is not None:
+        skill = own_name
+        _say(f"name: {skill} (the skill's own, from its front matter)")
+    else:
+        skill = _default_name(run)
+        _say(f"name: {skill} (the run folder's; give --name NAME for another)")
     export.check_name(skill)
     _say(f"version: {chosen.label}; skill {chosen.digest[:8]}")
     if describe:
         description = export.describe_skill(export.run_optimizer(run), chosen.text, skill)
         _say(f"description (proposed by the run's optimizer): {description}")
+    elif description is None and own_description is not None:
+        description = own_description
+        _say(f"description: the skill's own, from its front matter: {description}")
+    elif description is None and install is not None:
+        raise SkillgradError(
+            "--install: an agent loads a skill by its description, and this skill has none; "
+            "give --description TEXT (what it does and when to use it) or --describe (the "
+            "run's optimizer proposes one)")
     elif description is None:
         description = export.default_description(chosen.text, export.run_env_name(run))
         _say(f"description: a default, from the skill's first heading and the environment "
@@ -82,9 +101,9 @@ def export_command(
     if install is not None:
         done = export.install_skill(chosen.text, install,  # type: ignore[arg-type]
                                     name=skill, description=description,
-                                    scope=scope or "user", cwd=Path.cwd(), home=Path.home(),
+                                    scope=scope or "project", cwd=Path.cwd(), home=Path.home(),
                                     environ=os.environ, keep_blocks=keep_blocks, force=force)
-        where = f"{export.AGENT_NAMES[install]}, {scope or 'user'} scope"
+        where = f"{export.AGENT_NAMES[install]}, {scope or 'project'} scope"
         _report(done, f"installed for {where}", f"already installed for {where}")
         return
     target = out or Path("AGENTS.md" if kind == "agents-md" else ".")
