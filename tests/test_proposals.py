@@ -16,7 +16,8 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task
 from skillgrad.settings import sample_temperature
-from skillgrad.stages.render import compare_reply, render_contrast, render_expected
+from skillgrad.records import render_expected
+from skillgrad.stages.render import compare_reply, render_contrast
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 from skillgrad.trainer import build_trainer
 

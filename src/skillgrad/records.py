@@ -6,6 +6,7 @@ hands the next is also exactly what lands in the run directory.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +35,21 @@ class Task(Record):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def render_expected(reference: Any) -> str:
+    """A task's reference as a person reads it: alternatives joined by "or", keyed values as
+    key: value (a single key's value alone)."""
+    if reference is None or isinstance(reference, bool):
+        return ""
+    if isinstance(reference, Mapping) and len(reference) == 1:
+        return render_expected(next(iter(reference.values())))
+    if isinstance(reference, Mapping):
+        return "; ".join(f"{k}: {render_expected(v)}" for k, v in reference.items())
+    if isinstance(reference, (list, tuple, set)):
+        return " or ".join(repr(v) if isinstance(v, str) else render_expected(v)
+                           for v in reference)
+    return str(reference)
+
+
 class Score(Record):
     """A scored outcome. ``reason`` says why a task was not fully solved (empty when it was)."""
 
@@ -54,6 +70,9 @@ class RolloutResult(Record):
     turns: int = 1
     usage: Usage = Usage()
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The task's reference as a person reads it (what ``show --rollouts`` and the dashboard
+    # print next to the reply); the rollout stage fills it in, an environment need not.
+    expected: str = ""
 
     @property
     def success(self) -> bool:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Message
-from skillgrad.records import RolloutResult, Task
+from skillgrad.records import RolloutResult, Task, render_expected
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
@@ -86,12 +86,15 @@ def single_turn(model: ChatModel, skill: str, content: str | list[dict[str, Any]
 
 
 def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -> RolloutResult:
-    """``env.rollout``, with what an agent target did put into the result: every environment
+    """``env.rollout``, with the task's expected answer (``expected``, as a person reads it)
+    and what an agent target did put into the result: every environment
     gets its agent's real trajectory (turns, tool calls, outputs, exit codes) after its own
     messages, and ``metadata["agent"]``: whether the skill was loaded, the files changed, the
     model calls and tool calls made. A target that is no agent leaves the result as it is."""
     recorder = _TraceRecorder(model)
     result = env.rollout(task, skill, recorder)
+    if not result.expected:
+        result = result.model_copy(update={"expected": render_expected(task.reference)})
     traces = recorder.traces
     if not traces:
         return result

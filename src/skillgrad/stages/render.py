@@ -10,7 +10,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skillgrad.records import Edit, RejectedStep, RolloutResult, Suggestion, Task
+from skillgrad.records import (
+    Edit,
+    RejectedStep,
+    RolloutResult,
+    Suggestion,
+    Task,
+    render_expected,
+)
 
 
 def render_trajectories(batch: Sequence[RolloutResult], max_chars: int) -> str:
@@ -139,21 +146,6 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
 
 def _count(n: int) -> str:
     return "1 word" if n == 1 else f"{n} words"
-
-
-def render_expected(reference: Any) -> str:
-    """A task's reference as text: alternatives joined by "or", keyed values as key: value
-    (a single key's value alone)."""
-    if reference is None or isinstance(reference, bool):
-        return ""
-    if isinstance(reference, Mapping) and len(reference) == 1:
-        return render_expected(next(iter(reference.values())))
-    if isinstance(reference, Mapping):
-        return "; ".join(f"{k}: {render_expected(v)}" for k, v in reference.items())
-    if isinstance(reference, (list, tuple, set)):
-        return " or ".join(repr(v) if isinstance(v, str) else render_expected(v)
-                           for v in reference)
-    return str(reference)
 
 
 def _alternatives(reference: Any) -> list[str]:
