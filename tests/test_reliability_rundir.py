@@ -348,10 +348,19 @@ def test_a_full_disk_at_a_journal_append_names_the_journal(cfg: Path, journal: s
     assert resumed.returncode == 0, resumed.stderr
 
 
-def test_ctrl_c_during_an_evaluation_says_so_in_one_line(cfg: Path) -> None:
+@pytest.mark.parametrize("parent", ["default", "ignored"])
+def test_ctrl_c_during_an_evaluation_says_so_in_one_line(cfg: Path, parent: str) -> None:
+    """Also when the suite itself runs with SIGINT ignored (in the background, under
+    ``nohup``): the child it starts is given the signal's default, as a terminal gives it."""
     out = cfg.parent / "ev"
     args = ("eval", str(cfg), "--initial", "--out", str(out), *SLOW)
-    run = start(*args)
+    before = signal.getsignal(signal.SIGINT)
+    if parent == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = start(*args)
+    finally:
+        signal.signal(signal.SIGINT, before)
     wait_for(lambda: (out / "calls.jsonl").exists()
              and (out / "calls.jsonl").read_text().count("\n") >= 2, run, "two answered calls")
     run.send_signal(signal.SIGINT)

@@ -206,7 +206,9 @@ def test_serve_command_serves_a_config_role_and_reports_its_calls(tmp_path: Path
     proc = subprocess.Popen(
         [sys.executable, "-m", "skillgrad.cli", "serve", str(config), "--role", "optimizer",
          "--port", "0", "--record", str(tmp_path / "rec")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # Ctrl-C's default, also when the suite runs with SIGINT ignored (in the background)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
