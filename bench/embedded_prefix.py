@@ -49,19 +49,7 @@ QUICKSTART = ROOT / "examples" / "quickstart" / "config.yaml"
 
 def calibrate(model: EmbeddedModel) -> tuple[float, float]:
     """Prompt and generation speed (tokens/s) of this model on this machine."""
-    filler = " ".join(f"word{i}" for i in range(300))
-    request = ChatRequest(messages=(Message(role="user", content=f"Repeat: {filler}"),),
-                          max_tokens=1, temperature=0.0)
-    model.reset()
-    started = time.perf_counter()
-    out = model.complete(request)
-    prompt_rate = out.usage.prompt_tokens / (time.perf_counter() - started)
-    # Same prompt again: its prefix is cached, so the time is (almost) all generation.
-    long = request.model_copy(update={"max_tokens": 64})
-    started = time.perf_counter()
-    out = model.complete(long)
-    gen_rate = out.usage.completion_tokens / (time.perf_counter() - started)
-    return prompt_rate, gen_rate
+    return model.measure_speed()
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

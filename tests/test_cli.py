@@ -236,14 +236,14 @@ def test_train_dry_run_plans_calls_and_cost_and_calls_nothing(tmp_path: Path) ->
     assert target_total.split("│")[-2].strip()  # priced: a cost
     assert not (tmp_path / "run").exists() and data["train"]["num_epochs"] == 2
     # Which models run, and the plan against a role's budget.
-    assert "optimizer: scripted" in proc.stdout.splitlines()
+    assert "optimizer: scripted; time: none (scripted replies)" in proc.stdout.splitlines()
     short = cli("train", str(cfg), "--dry-run", "--set", "model.target.budget.calls=5",
                 cwd=tmp_path)
     line = next(x for x in short.stdout.splitlines() if x.startswith("target: scripted"))
     assert "budget: calls 5 allowed, up to " in line and "may stop, resumably" in line
     roomy = cli("train", str(cfg), "--dry-run", "--set", "model.target.budget.calls=100000",
                 cwd=tmp_path)
-    assert "target: scripted; within its budget" in roomy.stdout
+    assert "target: scripted; within its budget; time: none (scripted replies)" in roomy.stdout
 
 
 def test_every_commands_help_fits_80_columns_without_cutting_words() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import zipfile
@@ -238,6 +239,34 @@ def test_real_target_answers_a_task_and_follows_the_skill(real_model) -> None:  
     assert "1931" in result.messages[-1].text()
     assert result.hard == 1.0, result.reason
     assert result.usage.prompt_tokens > 20 and result.usage.completion_tokens >= 1
+
+
+def test_the_speed_is_measured_and_the_dry_run_bounds_the_time(real_model,  # type: ignore[no-untyped-def]
+                                                                  tmp_path: Path) -> None:
+    from conftest import toy_config
+
+    from skillgrad.plan import Plan, time_bound
+    from tests.e2e import cli
+
+    prompt_rate, generation_rate = real_model.measure_speed()
+    assert 5 < prompt_rate < 100_000 and 1 < generation_rate < 10_000
+    assert real_model.cached_tokens() == []  # the probe leaves no prompt cached
+    plan = Plan()
+    plan.add("target", "rollout", 10, 600, 40)
+    assert time_bound(plan, "target", (60.0, 20.0)) == 6000 / 60 + 400 / 20
+    cfg = toy_config(tmp_path, model={
+        "target": {"backend": "embedded", "n_ctx": 2048},
+        "optimizer": {"backend": "openai_compatible", "model": "m",
+                      "base_url": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_KEY_VAR"}})
+    proc = cli("train", str(cfg), "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("target: embedded"))
+    assert re.search(r"time: at most (\d+ min )?\d+(\.\d)? s at \d+ prompt and \d+ generated "
+                     r"tokens/s, measured now$", line), line
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("optimizer: "))
+    assert line.endswith("time: not estimated (the speed of its model is known once it "
+                         "answers)")
+    assert "in all" not in proc.stdout  # no total where one role's time is unknown
 
 
 def test_real_optimizer_reply_is_schema_constrained_json(real_model) -> None:  # type: ignore[no-untyped-def]

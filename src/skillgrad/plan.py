@@ -119,6 +119,15 @@ def cost(resolved: ResolvedConfig, plan: Plan, role: str) -> float | None:
     return prices.cost(prompt, completion)
 
 
+def time_bound(plan: Plan, role: str, speed: tuple[float, float]) -> float:
+    """The most seconds ``role``'s planned calls take at ``speed`` (prompt and generated
+    tokens per second): every prompt evaluated whole and every reply at its limit. A run takes
+    less: replies end early, and a prompt whose skill prefix a context holds evaluates only
+    the rest."""
+    _, prompt, completion = plan.totals(role)
+    return prompt / speed[0] + completion / speed[1]
+
+
 def as_rows(resolved: ResolvedConfig, plan: Plan) -> list[dict[str, Any]]:
     rows = [{"role": x.role, "stage": x.stage, "calls": x.calls,
              "prompt_tokens": x.prompt_tokens, "completion_tokens": x.completion_tokens}

@@ -198,12 +198,14 @@ def _duration(seconds: float) -> str:
 
 def print_plan(resolved: ResolvedConfig) -> None:
     from skillgrad.build import build_environment
-    from skillgrad.plan import as_rows, plan_run
+    from skillgrad.plan import as_rows, plan_run, time_bound
 
     plan = plan_run(resolved, build_environment(resolved))
     sizes = ", ".join(f"{k} {v}" for k, v in plan.splits.items())
     out_console.print(f"plan: {plan.steps} steps over {sizes} tasks; the most each model can "
                       "be asked (a run asks fewer)", markup=False)
+    speeds = _speeds(resolved)
+    total, unknown = 0.0, False
     table = Table("role", "stage", "calls", "prompt tok", "completion tok", "cost")
     for row in as_rows(resolved, plan):
         cost = row.get("cost")
@@ -227,9 +229,46 @@ def print_plan(resolved: ResolvedConfig) -> None:
         if budget.calls is not None or budget.tokens is not None or budget.cost is not None:
             line += ("; budget: " + "; ".join(over) + " (the run may stop, resumably, before "
                      "it ends)" if over else "; within its budget")
+        speed = speeds.get(role)
+        if isinstance(speed, tuple):
+            seconds = time_bound(plan, role, speed)
+            total += seconds
+            line += (f"; time: at most {_duration(seconds)} at {speed[0]:.0f} prompt and "
+                     f"{speed[1]:.0f} generated tokens/s, measured now")
+        elif speed is not None:
+            line += f"; time: {speed}"
+            unknown = unknown or speed.startswith("not")
         out_console.print(line, markup=False)
+    if total and not unknown:
+        out_console.print(f"time: at most {_duration(total)} in all; a run takes less (replies "
+                          "end before their limit, and a prompt whose skill prefix is cached "
+                          "evaluates only the rest)", markup=False)
     for note in plan.notes:
         out_console.print(f"note: {note}", markup=False)
+
+
+def _speeds(resolved: ResolvedConfig) -> dict[str, tuple[float, float] | str]:
+    """Each role's speed for the plan's time: measured now for a backend that can be (the
+    embedded model, once per model file), or why there is none."""
+    out: dict[str, tuple[float, float] | str] = {}
+    measured: dict[str, tuple[float, float]] = {}
+    for role in ("target", "optimizer"):
+        section = getattr(resolved.config.model, role)
+        cls = resolved.backend_classes.get(role)
+        if section.backend == "scripted":
+            out[role] = "none (scripted replies)"
+        elif cls is None or not getattr(cls, "measures_speed", False):
+            out[role] = "not estimated (the speed of its model is known once it answers)"
+        else:
+            model = cls.create(resolved.role_options[role], resolved.base_dir)
+            key = str(getattr(model, "identity", role))
+            if key not in measured:
+                console.print(f"measuring the {role} model's speed on this machine ...",
+                              markup=False, highlight=False)
+                measured[key] = model.measure_speed()
+            out[role] = measured[key]
+            del model
+    return out
 
 
 def print_unusable(parse_errors: int, steps: int, last: StepRecord | None = None) -> None:

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from skillgrad.errors import ConfigError, DataError, FatalModelError
 from skillgrad.models.base import non_text_parts
 from skillgrad.models.limits import PromptTooLarge
-from skillgrad.models.messages import ChatRequest, Completion, Usage
+from skillgrad.models.messages import ChatRequest, Completion, Message, Usage
 from skillgrad.models.toolcalls import split_tool_calls, template_message, tools_preamble
 from skillgrad.models.weights import CATALOG, DEFAULT_MODEL, locate
 
@@ -180,6 +181,23 @@ class EmbeddedModel:
             tool_calls=calls or None,
         )
 
+    def measure_speed(self) -> tuple[float, float]:
+        """This model's prompt and generation speed on this machine, in tokens per second: a
+        300-word prompt evaluated whole, then the same prompt (now cached) with 64 tokens to
+        generate. About ten seconds for the 1.5B model on 2 cores; its caches are cleared."""
+        filler = " ".join(f"word{i}" for i in range(300))
+        request = ChatRequest(messages=(Message(role="user", content=f"Repeat: {filler}"),),
+                              max_tokens=1, temperature=0.0)
+        self.reset()
+        started = time.perf_counter()
+        out = self.complete(request)
+        prompt_rate = out.usage.prompt_tokens / (time.perf_counter() - started)
+        started = time.perf_counter()
+        out = self.complete(request.model_copy(update={"max_tokens": 64}))
+        generation_rate = max(1, out.usage.completion_tokens) / (time.perf_counter() - started)
+        self.reset()
+        return prompt_rate, generation_rate
+
     def reset(self) -> None:
         """Forget every cached prompt: the next calls evaluate their whole prompt (benchmarks)."""
         for slot in list(self._slots):
@@ -246,6 +264,8 @@ class EmbeddedBackend:
     # As optimizer, a small local model learns more from sampled plain rules, screened on the
     # step's tasks, than from one set of anchored edits (config.SMALL_OPTIMIZER_GRADIENT).
     small_optimizer = True
+    # Its speed on this machine can be measured before a run (``train --dry-run``'s time).
+    measures_speed = True
 
     @classmethod
     def create(cls, options: EmbeddedOptions, base_dir: Path) -> EmbeddedModel:
