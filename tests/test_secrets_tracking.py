@@ -1,6 +1,7 @@
 """What the trackers keep holds no secret: W&B's run files (which it uploads) do not record the
-command line, whose ``--set`` values may be secrets; the parameters are the redacted config,
-with a fingerprint that does not depend on any secret's value.
+command line, whose ``--set`` values may be secrets, and neither MLflow's store nor TensorBoard's
+event files hold one; the parameters are the redacted config, with a fingerprint that does not
+depend on any secret's value.
 
 Nothing here reaches the network: W&B runs offline, MLflow writes a folder, and outbound
 connections from this process are refused."""
@@ -83,12 +84,16 @@ def test_wandbs_run_files_do_not_record_a_secret_of_the_command_line(
     monkeypatch.setattr(sys, "argv", ["skillgrad", "train", str(cfg), "--set", given])
     overrides = ["tracking.wandb.mode=offline", f"tracking.wandb.dir={tmp_path}",
                  f"tracking.mlflow.tracking_uri={tmp_path / 'mlruns'}",
+                 f"tracking.tensorboard.log_dir={tmp_path / 'tb'}",
                  "train.num_epochs=1", "train.steps_per_epoch=1"]
     Trainer.from_config(cfg, overrides, out=tmp_path / "run").fit()
     files = written_out(tmp_path / "wandb")
     assert all(b"train.num_epochs" in f.read_bytes() for f in files)  # the params are there
     assert holding(tmp_path / "wandb", SECRET) == []
     assert holding(tmp_path / "mlruns", SECRET) == []
+    events = list((tmp_path / "tb").rglob("*tfevents*"))
+    assert events and all(b"train.num_epochs" in p.read_bytes() for p in events)
+    assert holding(tmp_path / "tb", SECRET) == []
 
 
 def test_the_logged_fingerprint_does_not_depend_on_a_secrets_value(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Experiment trackers: a scripted toy run logged to a local MLflow store and to an offline
-W&B run, both read back and compared with the run's own records; a resumed run continues the
+W&B run, both read back and compared with the run's own records (TensorBoard's event files:
+test_tracking_tensorboard.py); a run logged to MLflow's SQLite store; a resumed run continues the
 same tracker runs and logs nothing twice; credentials in the tracking URI, a missing library
 and a tracker that cannot start each stop the run in one line before any model call; a tracker
 that fails in the middle does not stop the training; replay and --dry-run start no tracker.
@@ -394,19 +395,68 @@ def test_the_cli_refuses_a_credential_in_the_tracking_uri_in_one_line(toy_dir: P
     assert not (toy_dir / "run").exists()
 
 
+def _hide(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """Importing ``module`` (or a module of it) fails from now on, as if not installed."""
+    for loaded in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, loaded, None)
+    monkeypatch.setitem(sys.modules, module, None)
+
+
 @pytest.mark.parametrize("key, module, name", [("mlflow", "mlflow", "MLflow"),
-                                               ("wandb", "wandb", "W&B")])
+                                               ("wandb", "wandb", "W&B"),
+                                               ("tensorboard", "tensorboard", "TensorBoard")])
 def test_a_missing_library_stops_the_run_before_any_model_call_in_one_line(
         toy_dir: Path, monkeypatch: pytest.MonkeyPatch, key: str, module: str,
         name: str) -> None:
-    for loaded in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
-        monkeypatch.setitem(sys.modules, loaded, None)  # importing it now fails
-    monkeypatch.setitem(sys.modules, module, None)
-    resolved = load_config(toy_config(toy_dir), _tracking(toy_dir))
+    _hide(monkeypatch, module)
+    resolved = load_config(toy_config(toy_dir), [*_tracking(toy_dir), "tracking.tensorboard={}"])
     with pytest.raises(ConfigError) as caught:
         build_trainer(resolved, toy_dir / "run")
     assert str(caught.value) == f"tracking.{key} needs {name}: pip install 'skillgrad[{key}]'"
     assert not (toy_dir / "run").exists()
+
+
+@pytest.mark.parametrize("hidden, named", [("sqlalchemy", "SQLAlchemy and Alembic"),
+                                           ("alembic", "Alembic")])
+def test_a_database_store_without_its_libraries_stops_the_run_in_one_line(
+        toy_dir: Path, monkeypatch: pytest.MonkeyPatch, hidden: str, named: str) -> None:
+    """mlflow-skinny alone cannot open sqlite:///mlflow.db (MLflow's error only calls the URI
+    unsupported): the line names what is missing and the extra that brings it."""
+    _hide(monkeypatch, hidden)
+    if hidden == "sqlalchemy":
+        _hide(monkeypatch, "alembic")  # Alembic is made of SQLAlchemy
+    uri = f"sqlite:///{toy_dir}/mlflow.db"
+    resolved = load_config(toy_config(toy_dir), [f"tracking.mlflow.tracking_uri={uri}"])
+    with pytest.raises(ConfigError) as caught:
+        build_trainer(resolved, toy_dir / "run")
+    assert str(caught.value) == (f"tracking.mlflow: the store {uri} needs {named}: "
+                                 "pip install 'skillgrad[mlflow]'")
+    assert not (toy_dir / "run").exists() and not (toy_dir / "mlflow.db").exists()
+
+
+def test_a_run_logs_to_the_sqlite_database_the_docs_offer_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tracking_uri: sqlite:///mlflow.db``, as the docs give it: a database in the working
+    folder (MLflow keeps the artifacts beside it, in ./mlruns)."""
+    monkeypatch.chdir(tmp_path)
+    run = _train(tmp_path, overrides=[*ONE_EPOCH,
+                                      "tracking.mlflow.tracking_uri=sqlite:///mlflow.db"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    (found,) = client.search_runs([client.get_experiment_by_name("skillgrad").experiment_id])
+    assert found.info.status == "FINISHED"
+    assert found.info.run_id == RunDir(run).read_tracking()["mlflow"]["run_id"]
+    history = _history(run)
+    assert [r.global_step for r in history] == [1, 2, 3]
+    assert _series(client, found.info.run_id, "train/hard") == [
+        (r.global_step, r.train_hard) for r in history]
+    assert _series(client, found.info.run_id, "usage/calls")[-1][0] == 3
+    summary = json.loads((run / "summary.json").read_text())
+    assert _series(client, found.info.run_id, "test/best/hard") == [
+        (3, summary["test"]["best"]["hard"])]
+    assert found.data.params["skillgrad.fingerprint"] == load_config(
+        tmp_path / "config.yaml", ONE_EPOCH).fingerprint()
+    assert {a.path for a in client.list_artifacts(found.info.run_id)} == {
+        "best_skill.md", "summary.json"}
 
 
 def test_a_tracker_that_cannot_start_stops_the_run_before_any_model_call(toy_dir: Path) -> None:
@@ -508,7 +558,9 @@ def test_train_says_where_each_tracker_logs_the_run(toy_dir: Path) -> None:
            "WANDB_DIR": str(toy_dir / "wandb-default"),
            "WANDB_CONFIG_DIR": str(toy_dir / "wandb-config"),
            "WANDB_CACHE_DIR": str(toy_dir / "wandb-cache")}
-    sets = [a for o in _tracking(toy_dir) for a in ("--set", o)]
+    tensorboard = toy_dir / "tensor board"  # said as a command to paste: quoted
+    sets = [a for o in [*_tracking(toy_dir), f"tracking.tensorboard.log_dir={tensorboard}"]
+            for a in ("--set", o)]
     proc = cli("train", str(cfg), "--out", str(toy_dir / "run"), *sets, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     entries = RunDir(toy_dir / "run").read_tracking()
@@ -517,3 +569,6 @@ def test_train_says_where_each_tracker_logs_the_run(toy_dir: Path) -> None:
     assert (f"tracking.mlflow: logging to MLflow run {mlflow_id} (tracking_uri "
             f"{(toy_dir / 'mlruns').as_uri()})") in said, said
     assert f"tracking.wandb: logging to W&B run {wandb_id} (skillgrad-tests/{wandb_id}" in said
+    assert ("tracking.tensorboard: logging to TensorBoard run run (tensorboard --logdir "
+            f"'{tensorboard}')") in said, said
+    assert entries["tensorboard"]["run_id"] == "run"

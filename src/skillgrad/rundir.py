@@ -22,6 +22,7 @@ Layout::
                            their per-task scores only for the current and the best skill
       summary.json
       tracking.json        the experiment trackers' run ids (what a resumed run continues)
+      tensorboard/<run>/   TensorBoard's event files (tracking.tensorboard without a log_dir)
 
 The file names inside a step or epoch folder are those of :class:`WorkDir`; nothing else
 names a file of a run. Every file except the logs is written to a temporary name and renamed
@@ -245,6 +246,12 @@ class RunDir:
     @property
     def tracking_path(self) -> Path:
         return self.root / "tracking.json"
+
+    @property
+    def tensorboard_folder(self) -> Path:
+        """The TensorBoard log folder a run writes when ``tracking.tensorboard`` names none
+        (``tensorboard --logdir`` it); the tracker makes it once the directory is claimed."""
+        return self.root / "tensorboard"
 
     @property
     def best_skill_path(self) -> Path:

@@ -126,11 +126,9 @@ def preflight(resolved: ResolvedConfig) -> list[str]:
             if serve is not None and lacks("starlette"):
                 found.append(f"{key}.serve: needs the serve extra: pip install "
                              "'skillgrad[serve]'")
-    tracking = resolved.config.tracking
-    for name, module in (("mlflow", "mlflow"), ("wandb", "wandb")):
-        if getattr(tracking, name) is not None and lacks(module):
-            found.append(f"tracking.{name}: needs the {name} extra: pip install "
-                         f"'skillgrad[{name}]'")
+    from skillgrad.tracking import missing_libraries
+
+    found.extend(missing_libraries(resolved))
     return found
 
 

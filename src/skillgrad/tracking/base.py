@@ -1,10 +1,10 @@
-"""What a tracker logs and when: the one mechanism both backends share.
+"""What a tracker logs and when: the one mechanism every backend shares.
 
-A tracker is the run's TensorBoard: it watches the loop through the callback hooks and sends
-an experiment tracker the run's hyperparameters (the resolved config, flattened), its scalars
-per global step and, at the end, its artifacts (the best skill, the summary). A backend
-(:mod:`skillgrad.tracking.mlflow`, :mod:`skillgrad.tracking.wandb`) only opens a run and
-writes what it is handed.
+A tracker watches the loop through the callback hooks, as TensorBoard's writer watches a
+network's training, and sends an experiment tracker the run's hyperparameters (the resolved
+config, flattened), its scalars per global step and, at the end, its artifacts (the best skill,
+the summary). A backend (:mod:`skillgrad.tracking.mlflow`, :mod:`skillgrad.tracking.wandb`,
+:mod:`skillgrad.tracking.tensorboard`) only opens a run and writes what it is handed.
 
 The contract, kept here so that every backend keeps it alike:
 
@@ -184,6 +184,12 @@ class Tracker(TrainerCallback, ABC):
     def _close(self) -> None:
         """End the tracker's run as finished."""
 
+    def _continues(self, entry: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
+        """Whether the run ``_open`` opened (``entry``) is the one ``previous`` names, so
+        that the steps and scores ``previous`` lists are not logged again: when it has the
+        same run id, unless a backend knows better."""
+        return bool(entry["run_id"] == previous.get("run_id"))
+
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self) -> None:
         self._start()
@@ -236,7 +242,7 @@ class Tracker(TrainerCallback, ABC):
         previous = previous if isinstance(previous, dict) else {}
         try:
             entry = self._open(previous)
-            continued = entry["run_id"] == previous.get("run_id")
+            continued = self._continues(entry, previous)
             if continued:
                 self._logged = int(previous.get("step", 0))
                 self._scored = {str(s) for s in previous.get("scored", ())}

@@ -4,6 +4,11 @@ It talks to MLflow through an ``MlflowClient`` of its own, never the fluent ``ml
 functions and their process-wide active run, so two trainers can log in one process.
 Credentials come only from MLflow's own environment variables (``MLFLOW_TRACKING_TOKEN``,
 ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``), which MLflow reads itself.
+
+mlflow-skinny leaves out what MLflow's database stores (``sqlite:///mlflow.db``, MLflow 3's
+default store, and the other SQL ones) import: the ``mlflow`` extra brings SQLAlchemy and
+Alembic, and :func:`skillgrad.tracking.missing_libraries` names them before the run starts
+where they are missing, since MLflow itself would only say that the URI is not supported.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ _KEY_LENGTH = 250
 _VALUE_LENGTH = 6000
 # Tracking URIs MLflow takes without a scheme (anything else without one is a folder).
 _NAMED_URIS = ("databricks", "databricks-uc", "uc")
+# MLflow's database stores, by the scheme of their URI (which may name a driver:
+# postgresql+psycopg2), and what each of them imports that mlflow-skinny does not bring.
+_DATABASES = ("sqlite", "mysql", "postgresql", "mssql")
+SQL_LIBRARIES = {"sqlalchemy": "SQLAlchemy", "alembic": "Alembic"}
 
 
 def tracking_uri(spec: MlflowTracking, base_dir: Path) -> str | None:
@@ -42,6 +51,21 @@ def tracking_uri(spec: MlflowTracking, base_dir: Path) -> str | None:
         return uri  # a one-letter "scheme" is a Windows drive
     path = Path(uri).expanduser()
     return (path if path.is_absolute() else base_dir / path).resolve().as_uri()
+
+
+def store_uri(spec: MlflowTracking, base_dir: Path) -> str:
+    """The store the run is logged to: the config's, else the one MLflow picks itself
+    (``$MLFLOW_TRACKING_URI``, else its default: ``sqlite:///mlflow.db`` in MLflow 3, unless
+    ``./mlruns`` holds runs)."""
+    from mlflow.tracking import get_tracking_uri
+
+    return tracking_uri(spec, base_dir) or str(get_tracking_uri())
+
+
+def store_libraries(uri: str) -> dict[str, str]:
+    """What the store at ``uri`` imports that mlflow-skinny does not bring (module: the
+    library's name): SQLAlchemy and Alembic for a database, nothing for any other store."""
+    return dict(SQL_LIBRARIES) if urlsplit(uri).scheme.partition("+")[0] in _DATABASES else {}
 
 
 class MlflowTracker(Tracker):
