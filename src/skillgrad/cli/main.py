@@ -20,6 +20,7 @@ from rich.logging import RichHandler
 from rich.table import Table
 from typer.core import _click
 
+from skillgrad.cli.compare import compare_command
 from skillgrad.cli.config import SetOpt, compat_lines, config_app
 from skillgrad.cli.dashboard import dashboard_command
 from skillgrad.cli.export import export_command
@@ -30,7 +31,7 @@ from skillgrad.cli.report import (
     print_summary,
     progress_bars,
 )
-from skillgrad.cli.runs import compare_command, diff_command, show_command
+from skillgrad.cli.runs import diff_command, show_command
 from skillgrad.cli.serve import serve_command
 from skillgrad.cli.sleep import sleep_app
 from skillgrad.config import ResolvedConfig, load_config, secret_overrides
@@ -362,14 +363,13 @@ def _explain(exc: Exception) -> tuple[str, int, str]:
     return str(exc), 2, ""
 
 
-# The optional libraries and the extra that installs each (pyproject.toml): a command that
-# needs one that is missing says which extra to install, never a traceback.
+# Optional libraries -> the extra that installs each: a missing one named, never a traceback.
 MODULE_EXTRAS = {
-    "openpyxl": "spreadsheet", "formulas": "spreadsheet", "llama_cpp": "local",
-    "mlflow": "mlflow", "wandb": "wandb", "ray": "ray", "starlette": "dashboard",
-    "uvicorn": "dashboard", "jinja2": "dashboard", "math_verify": "math",
-    "rank_bm25": "open_qa", "alfworld": "household", "textworld": "household",
-    "fast_downward": "household", "PIL": "docvqa", "azure": "azure", "gepa": "bench",
+    "openpyxl": "spreadsheet", "formulas": "spreadsheet", "llama_cpp": "local", "mlflow": "mlflow",
+    "wandb": "wandb", "tensorboard": "tensorboard", "ray": "ray", "starlette": "dashboard",
+    "uvicorn": "dashboard", "jinja2": "dashboard", "math_verify": "math", "rank_bm25": "open_qa",
+    "alfworld": "household", "textworld": "household", "fast_downward": "household",
+    "PIL": "docvqa", "azure": "azure", "gepa": "bench",
 }
 
 
