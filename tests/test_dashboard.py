@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
@@ -26,8 +27,11 @@ from starlette.testclient import TestClient  # noqa: E402
 from test_runs_cli import FUZZY_ANCHOR, MISSING_ANCHOR, ONE_EPOCH, _StopAtReflect, _train  # noqa: E402
 
 from skillgrad.cli.dashboard import listen  # noqa: E402
+from skillgrad.config import load_config  # noqa: E402
 from skillgrad.dashboard.app import create_app  # noqa: E402
 from skillgrad.dashboard.discover import Catalog, LockTable, discover  # noqa: E402
+from skillgrad.dashboard.runlist import duration_text  # noqa: E402
+from skillgrad.dotted import flatten  # noqa: E402
 from skillgrad.errors import SkillgradError  # noqa: E402
 from skillgrad.rundir import RunDir  # noqa: E402
 from skillgrad.runview import gain_line, gains, run_column  # noqa: E402
@@ -174,6 +178,30 @@ def test_the_diff_between_two_versions_marks_the_changed_lines(site: dict[str, A
     assert "no skill version 'nope'" in _text(_get(site, f"/run/{run_id}/diff?a=nope", 404))
 
 
+def test_the_rollouts_page_shows_each_reply_with_its_expected_answer(
+        site: dict[str, Any]) -> None:
+    run_id, path = site["ids"]["mixed"], site["paths"]["mixed"]
+    assert f'href="/run/{run_id}/rollouts"' in _get(site, f"/run/{run_id}")
+    page = _get(site, f"/run/{run_id}/rollouts")
+    rows = [json.loads(line) for p in sorted(path.glob("*/*/rollouts.jsonl"))
+            for line in p.read_text().splitlines()]
+    classes = re.findall(r'<tr class="(failed|solved)">', page)
+    n_failed = sum(r["hard"] < 1 for r in rows)
+    assert classes == ["failed"] * n_failed + ["solved"] * (len(rows) - n_failed)
+    text = _text(page)
+    assert f"{len(rows)} rollouts, {n_failed} failed" in text
+    one = next(r for r in rows if r["hard"] < 1)
+    assert one["task_id"] in text and one["expected"] in text and one["reason"][:40] in text
+    step = _get(site, f"/run/{run_id}/rollouts?step=e01-s001&split=train&failed=1")
+    batch = [json.loads(line) for line in
+             (path / "steps" / "e01-s001" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(re.findall(r'<tr class="failed">', step)) == sum(r["hard"] < 1 for r in batch)
+    assert "<tr class=\"solved\">" not in step
+    assert "step e01-s001 · split train · failed only" in _text(step)
+    missing = _get(site, f"/run/{run_id}/rollouts?step=e07-s001x", status=404)
+    assert "no step" in _text(missing)
+
+
 def test_compare_overlays_the_curves_and_gives_the_paired_interval(
         site: dict[str, Any]) -> None:
     flat, learned = site["ids"]["flat"], site["ids"]["learned"]
@@ -188,6 +216,15 @@ def test_compare_overlays_the_curves_and_gives_the_paired_interval(
     assert f"/run/{flat}" in legend and f"/run/{learned}" in legend
     text = _text(page)
     assert re.search(r"test best \d\.\d{3}/\d\.\d{3} \d\.\d{3}/\d\.\d{3}", text)
+    assert re.search(r"target cost - -", text)  # the toy's models have no prices
+    # The config keys that differ, one row per key, one cell per run: these two runs differ
+    # only in their optimizer.
+    config = page.split('id="config"', 1)[1]
+    rows = re.findall(r"<tr><th><code>(.*?)</code></th>(.*?)</tr>", config)
+    assert [(key, re.findall(r"<code>(.*?)</code>", cells)) for key, cells in rows] == [
+        ("model.optimizer.function", ["test_runs_cli:silent_optimizer", "toy:optimizer"])]
+    same = _get(site, f"/compare?run={flat}&run={flat}").split('id="config"', 1)[1]
+    assert "same config" in _text(same) and "<code>" not in same
     assert "Tick two or more runs" in _text(_get(site, f"/compare?run={flat}"))
     _get(site, f"/compare?run={flat}&run=nope", 404)
 
@@ -210,6 +247,117 @@ def test_a_sleep_projects_nights_and_a_nights_staged_report(site: dict[str, Any]
     _get(site, "/sleep/nope", 404)
 
 
+def _cells(row: str) -> list[str]:
+    return [_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+
+def test_the_runs_list_shows_when_each_run_began_how_long_it_trained_and_its_settings(
+        site: dict[str, Any], tmp_path: Path) -> None:
+    page = _get(site, "/")
+    head = [_text(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", page, re.S)]
+    assert head[2:6] == ["status", "started", "duration", "settings"]
+    events = [json.loads(line) for line in
+              (site["paths"]["mixed"] / "events.jsonl").read_text().splitlines()]
+    first = datetime.fromtimestamp(events[0]["time"])
+    cells = _cells(_row(page, f"run-{site['ids']['mixed']}"))
+    assert cells[3] == first.strftime("%Y-%m-%d %H:%M")
+    assert cells[4] == duration_text(events[-1]["time"] - events[0]["time"]) != "-"
+    assert cells[5] == ("env qa target scripted toy:target optimizer scripted "
+                        "test_runs_cli:mixed_optimizer epochs 1 × 2 steps batch 100 "
+                        "lr 3 constant")
+    assert "epochs 3 × 1 steps" in _cells(_row(page, f"run-{site['ids']['epochs']}"))[5]
+    # A run stopped for a day and resumed: the day it waited is not counted.
+    runs = tmp_path / "runs"
+    shutil.copytree(site["paths"]["learned"], runs / "resumed")
+    shutil.copytree(site["paths"]["learned"], runs / "old")
+    start = datetime(2026, 3, 9, 8, 30).timestamp()
+    script = [(0, "run_start"), (5, "step_start"), (600, "stopped"), (86_400, "resume"),
+              (86_400 + 60, "step_end"), (86_400 + 125, "run_end")]
+    (runs / "resumed" / "events.jsonl").write_text("".join(
+        json.dumps({"time": start + t, "event": kind}) + "\n" for t, kind in script))
+    for name in ("events.jsonl", "config.yaml"):  # a run directory that predates them
+        (runs / "old" / name).unlink()
+    catalog, listing = discover([runs]), TestClient(create_app([runs])).get("/").text
+    resumed, old = (_cells(_row(listing, f"run-{_id(catalog, runs / name)}"))
+                    for name in ("resumed", "old"))
+    assert resumed[3] == "2026-03-09 08:30" and resumed[4] == "12 min 5 s resumed 1×"
+    assert old[3:6] == ["-", "-", "-"] and old[6] == "3 / 3"
+
+
+def _table(page: str, cls: str) -> list[list[str]]:
+    found = re.search(rf'<table class="{cls}">(.*?)</table>', page, re.S)
+    assert found, cls
+    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", found.group(1), re.S)]
+    return [r for r in rows if r]  # the head's row has no <td>
+
+
+def test_a_run_page_shows_its_models_and_the_keys_set_differently_from_the_defaults(
+        site: dict[str, Any], tmp_path: Path) -> None:
+    page = _get(site, f"/run/{site['ids']['mixed']}")
+    assert _table(page, "roles") == [
+        ["target", "scripted", "toy:target", "-"],
+        ["optimizer", "scripted", "test_runs_cli:mixed_optimizer", "-"]]
+    keys = {row[0]: row[1:] for row in _table(page, "set-keys")}
+    assert keys["optimizer.learning_rate"] == ["3", "4"]
+    assert keys["env.split_ratio"] == ["0.5 0.25 0.25", "0.6 0.2 0.2"]
+    assert keys["model.target.backend"] == ["scripted", "embedded"]
+    # What is shown as set is what the run's config file and --set gave (what
+    # ``skillgrad config check`` lists), less env.name, which the file sets to its default.
+    config = site["paths"]["mixed"].parent / "config.yaml"
+    resolved = load_config(config, [*ONE_EPOCH, "optimizer.learning_rate=3"])
+    given = {k for k in flatten(resolved.redacted()) if resolved.origin(k) != "default"}
+    assert resolved.config.env.name == "qa" and set(keys) == given - {"env.name"}
+    full = page.split('<details class="config"', 1)[1].split("</details>", 1)[0]
+    assert "max_tokens: 2048" in html.unescape(full) and "gate_test: strict" in full
+    assert "started" in _text(page.split('class="sub run-about">', 1)[1].split("</p>")[0])
+    # A run written before a secret was masked shows it masked all the same.
+    runs = tmp_path / "runs"
+    shutil.copytree(site["paths"]["flat"], runs / "secret")
+    data = yaml.safe_load((runs / "secret" / "config.yaml").read_text())
+    data["env"]["name"] = "not_installed.envs:Env"  # looked up only when registered
+    data["model"]["optimizer"] = {"backend": "openai_compatible", "model": "gpt-x",
+                                  "base_url": "https://user:hunter2@llm.example/v1?sig=zz9",
+                                  "extra_headers": {"Ocp-Apim-Subscription-Key": "k3y-abcdef"}}
+    (runs / "secret" / "config.yaml").write_text(yaml.safe_dump(data))
+    [run_id] = discover([runs]).runs
+    shown = TestClient(create_app([runs])).get(f"/run/{run_id}").text
+    assert "hunter2" not in shown and "zz9" not in shown and "k3y-abcdef" not in shown
+    roles = _table(shown, "roles")
+    assert roles[1][:3] == ["optimizer", "openai_compatible", "gpt-x"]
+    assert "base_url https://" in roles[1][3] and "llm.example" in roles[1][3]
+    set_here = {row[0]: row[1:] for row in _table(shown, "set-keys")}
+    assert set_here["model.optimizer.model"] == ["gpt-x", "none"]
+    assert "llm.example" in set_here["model.optimizer.base_url"][0]
+    assert set_here["env.name"] == ["not_installed.envs:Env", "qa"]
+
+
+def _svgs(page: str) -> list[str]:
+    return re.findall(r'<svg class="chart".*?</svg>', page, re.S)
+
+
+def test_the_charts_name_their_axes_and_each_points_step_and_value(
+        site: dict[str, Any]) -> None:
+    page = _get(site, f"/run/{site['ids']['mixed']}")
+    scores, budget = _svgs(page)
+    for svg, unit in ((scores, "score"), (budget, "edits")):
+        assert re.search(r'<text class="label x-label"[^>]*>step</text>', svg)
+        assert re.search(rf'<text class="label y-label"[^>]*>{unit}</text>', svg)
+        assert len(re.findall(r'<text class="tick x-tick"[^>]*>\d+</text>', svg)) >= 2
+        assert len(re.findall(r'<text class="tick y-tick"[^>]*>[\d.]+</text>', svg)) >= 3
+    assert re.findall(r'<text class="tick y-tick"[^>]*>([\d.]+)</text>', scores) == [
+        "0", "0.2", "0.4", "0.6", "0.8", "1"]
+    points = re.findall(r'<circle class="pt ([^"]*)"[^>]*><title>(.*?)</title>', scores)
+    assert len(points) == len(re.findall("<circle", scores)) >= 8
+    for _, title in points:
+        assert re.search(r"step \d+", title) and re.search(r"\d\.\d{3}", title), title
+    train = [t for c, t in points if c == "s-train"]
+    record = json.loads((site["paths"]["mixed"] / "steps" / "e01-s002" / "record.json")
+                        .read_text())
+    assert f"training batch: step 2 (e01-s002): {record['train_hard']:.3f} hard" in train[1]
+    assert any(t.startswith("selection: candidate: step 1 (e01-s001): ")
+               and "accept" in t for c, t in points if c.startswith("s-cand"))
+
+
 def test_the_json_views(site: dict[str, Any]) -> None:
     run_id = site["ids"]["mixed"]
     data = json.loads(_get(site, f"/api/run/{run_id}"))
@@ -226,10 +374,12 @@ def test_the_json_views(site: dict[str, Any]) -> None:
 
 def _urls(site: dict[str, Any]) -> list[str]:
     catalog: Catalog = site["catalog"]
-    urls = ["/", "/compare", "/api/runs/version", "/static/dashboard.css", "/static/live.js"]
+    urls = ["/", "/compare", "/api/runs/version", "/static/dashboard.css", "/static/live.js",
+            "/static/charts.js"]
     for run_id in catalog.runs:
         urls += [f"/run/{run_id}", f"/run/{run_id}/skill", f"/run/{run_id}/skill?v=initial",
                  f"/run/{run_id}/skill?v=e01-s001", f"/run/{run_id}/diff",
+                 f"/run/{run_id}/rollouts", f"/run/{run_id}/rollouts?step=e01-s001&failed=1",
                  f"/api/run/{run_id}", f"/api/run/{run_id}/version"]
     urls.append("/compare?" + "&".join(f"run={i}" for i in catalog.runs))
     for project_id in catalog.projects:
@@ -256,7 +406,8 @@ def test_every_page_loads_only_the_dashboards_own_scripts(site: dict[str, Any]) 
         assert response.headers["x-frame-options"] == "DENY"
         if response.headers["content-type"].startswith("text/html"):
             scripts = re.findall(r"<script[^>]*>", response.text)
-            assert scripts == ['<script src="/static/live.js" defer>'], url
+            assert scripts == ['<script src="/static/live.js" defer>',
+                               '<script src="/static/charts.js" defer>'], url
             assert not re.search(r'(src|href)="(https?:)?//', response.text), url
 
 

@@ -122,7 +122,8 @@ def test_every_page_loads_without_a_console_error(folder: dict[str, Any], tab: T
     [project] = catalog.projects
     mixed, learned = _run_id(folder, "mixed"), _run_id(folder, "learned")
     paths = ["", f"run/{mixed}", f"run/{learned}", f"run/{mixed}/skill?v=initial",
-             f"run/{mixed}/diff", f"compare?run={mixed}&run={learned}", "compare",
+             f"run/{mixed}/diff", f"run/{mixed}/rollouts", f"run/{learned}/rollouts?failed=1",
+             f"compare?run={mixed}&run={learned}", "compare",
              f"sleep/{project}", f"sleep/{project}/{folder['night']}"]
     for path in paths:
         response = page.goto(url + path)
@@ -143,6 +144,91 @@ def test_the_diff_page_shows_the_changed_lines(folder: dict[str, Any], tab: Tab)
     assert added.count() == 1 and added.is_visible()
     assert removed.count() == 1 and removed.is_visible()
     assert tab.errors == []
+
+
+def _shot(page: Page, folder: Path, name: str, **options: Any) -> Path:
+    """A screenshot of ``page`` into ``folder``; a copy also into $SKILLGRAD_DASHBOARD_SHOTS
+    when it is set (to look at what the tests saw)."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), **options)
+    keep = os.environ.get("SKILLGRAD_DASHBOARD_SHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+    return path
+
+
+def test_the_runs_list_and_a_runs_config_and_charts_read_well(
+        folder: dict[str, Any], tab: Tab, tmp_path: Path) -> None:
+    page, mixed = tab.page, _run_id(folder, "mixed")
+    page.goto(folder["url"])
+    row = page.locator(f"#run-{mixed}")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d\s+\d\d:\d\d", row.locator("td.when").inner_text())
+    settings = row.locator("td.settings")
+    assert "lr 3 constant" in settings.inner_text() and settings.is_visible()
+    assert _shot(page, tmp_path, "runs").stat().st_size > 0
+
+    page.goto(folder["url"] + f"run/{mixed}")
+    roles = page.locator("table.roles")
+    assert roles.is_visible() and "test_runs_cli:mixed_optimizer" in roles.inner_text()
+    assert page.locator("table.set-keys", has_text="optimizer.learning_rate").is_visible()
+    full = page.locator("details.config")
+    assert not full.locator("pre").is_visible()
+    full.locator("summary").click()
+    assert full.locator("pre").is_visible() and "max_tokens: 2048" in full.inner_text()
+    _shot(page, tmp_path, "run-config", full_page=True)
+
+    chart = page.locator("figure", has=page.locator("svg.chart")).first
+    chart.scroll_into_view_if_needed()
+    for text in ("text.x-tick", "text.y-tick", "text.x-label", "text.y-label"):
+        box = chart.locator(text).first.bounding_box()
+        assert box is not None, text
+        across = box["width"] if text == "text.y-label" else box["height"]  # turned up
+        assert across >= 10, (text, box)  # drawn at a readable size
+    point = chart.locator("circle.pt.s-train").nth(1)
+    point.hover()
+    tip = page.locator(".chart-tip")
+    tip.wait_for(state="visible")
+    assert re.fullmatch(r"training batch: step 2 \(e01-s002\): \d\.\d{3} hard, "
+                        r"\d\.\d{3} soft", tip.inner_text())
+    _shot(page, tmp_path, "chart-hover", clip=_around(chart.bounding_box()))
+    page.mouse.move(0, 0)
+    tip.wait_for(state="hidden")
+    assert tab.errors == []
+
+
+def test_the_rollouts_page_filters_and_opens_a_long_reply(
+        folder: dict[str, Any], tab: Tab, tmp_path: Path) -> None:
+    page, mixed = tab.page, _run_id(folder, "mixed")
+    page.goto(folder["url"] + f"run/{mixed}")
+    page.locator("a", has_text="rollouts").first.click()
+    page.wait_for_url(re.compile(r".*/rollouts$"))
+    rows = page.locator("table.rollouts tbody tr")
+    total = rows.count()
+    assert total > 0 and rows.first.get_attribute("class") == "failed"
+    _shot(page, tmp_path, "rollouts", full_page=True)
+    page.select_option("select[name=step]", "e01-s001")
+    page.select_option("select[name=split]", "train")
+    page.check("input[name=failed]")
+    page.locator("form.pick button").click()
+    page.wait_for_url(re.compile(r".*step=e01-s001.*"))
+    kept = page.locator("table.rollouts tbody tr")
+    assert 0 < kept.count() < total
+    assert all(kept.nth(i).get_attribute("class") == "failed" for i in range(kept.count()))
+    assert all(kept.nth(i).locator("td.where").inner_text().startswith("e01-s001")
+               for i in range(kept.count()))
+    assert "step e01-s001 · split train · failed only" in page.locator("p.sub").first.inner_text()
+    reason = kept.first.locator("td").nth(5)
+    assert "gold" in reason.inner_text() or "match" in reason.inner_text()
+    assert tab.errors == []
+
+
+def _around(box: Any, margin: int = 60) -> dict[str, float]:
+    """A clip of the page around ``box``, with room around it for a tooltip."""
+    assert box is not None
+    x, y = max(0, box["x"] - margin), max(0, box["y"] - margin)
+    return {"x": x, "y": y, "width": box["x"] + box["width"] + margin * 3 - x,
+            "height": box["y"] + box["height"] + margin - y}
 
 
 class _HoldAfterFirstStep(TrainerCallback):

@@ -510,8 +510,9 @@ def test_the_command_exports_each_format(run: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("version: best (from step e")
-    assert lines[1].startswith("description: a default, from the skill's first heading")
-    assert lines[2] == f"written: {Path('skills') / 'toy-run-2' / 'SKILL.md'}"
+    assert lines[1] == "name: toy-run-2 (the run folder's; give --name NAME for another)"
+    assert lines[2].startswith("description: a default, from the skill's first heading")
+    assert lines[3] == f"written: {Path('skills') / 'toy-run-2' / 'SKILL.md'}"
     path = tmp_path / "skills" / "toy-run-2" / "SKILL.md"
     best = RunDir(run).load_skill(state_of(run)["best_hash"])
     assert path.read_text().split("---\n", 2)[2] == "\n" + strip_block_markers(best)

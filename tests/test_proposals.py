@@ -14,9 +14,8 @@ from conftest import toy_config
 
 from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
-from skillgrad.records import Message, RolloutResult, Task
+from skillgrad.records import Message, RolloutResult, Task, render_expected
 from skillgrad.settings import sample_temperature
-from skillgrad.records import render_expected
 from skillgrad.stages.render import compare_reply, render_contrast
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 from skillgrad.trainer import build_trainer

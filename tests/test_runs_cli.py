@@ -17,10 +17,11 @@ from conftest import toy_config, toy_config_full
 from e2e import cli, one_line_error
 
 from skillgrad.callbacks import TrainerCallback
+from skillgrad.cli.compare import config_lines
 from skillgrad.cli.main import app
 from skillgrad.config import load_config
 from skillgrad.errors import SkillgradError
-from skillgrad.runview import Column, Versions, gains, paired_interval
+from skillgrad.runview import Column, Versions, config_diff, gains, paired_interval
 from skillgrad.testing import scripted_optimizer
 from skillgrad.trainer import build_trainer
 
@@ -236,6 +237,77 @@ def test_show_lists_the_screened_proposals(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- diff
 
 
+# ----------------------------------------------------------------------------- rollouts
+
+
+def _rollout_rows(run: Path) -> list[dict[str, Any]]:
+    """Every rollout the run wrote, as its files hold them."""
+    return [json.loads(line) for path in sorted(run.glob("*/*/rollouts.jsonl"))
+            for line in path.read_text().splitlines()]
+
+
+def test_show_rollouts_gives_each_task_its_reply_expected_answer_and_reason(
+        runs: dict[str, Path]) -> None:
+    run = runs["mixed"]
+    proc = cli("show", str(run), "--rollouts", env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    written = _rollout_rows(run)
+    failed = [r for r in written if r["hard"] < 1]
+    assert written and failed and len(failed) < len(written)
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith(f"{len(written)} rollouts ({len(failed)} failed)")
+    heads = [line for line in lines if " · task " in line]
+    assert len(heads) == len(written)
+    verdicts = [head.rsplit(" · ", 1)[-1].split()[0] for head in heads]
+    assert verdicts == ["FAILED"] * len(failed) + ["solved"] * (len(written) - len(failed))
+    text = " ".join(proc.stdout.split())
+    one = failed[0]
+    assert f"task {one['task_id']} · " in text
+    assert f"expected: '{one['expected'].strip(chr(39))}'" in text or \
+        f"expected: {one['expected']}" in text
+    assert one["expected"] and one["reason"] and f"reason: {one['reason'][:30]}" in text
+    assert "reply: Answer:" in text and "e01-s001 · task" in text and "test · task" in text
+    assert not [line for line in lines if len(line) > 80]
+
+
+def test_show_rollouts_of_one_step_one_skill_one_split(runs: dict[str, Path]) -> None:
+    run = runs["mixed"]
+    state = _state(run)
+    first = state["history"][0]
+    data = _json("show", str(run), "--rollouts", "1")
+    assert data["filters"] == {"step": "e01-s001"}
+    steps = {(r["step"], r["split"]) for r in data["rows"]}
+    assert steps == {("e01-s001", "train"), ("", "selection")}
+    assert {r["skill"] for r in data["rows"] if r["split"] == "selection"} == {
+        first["candidate_hash"]}
+    batch = (run / "steps" / "e01-s001" / "rollouts.jsonl").read_text().splitlines()
+    assert sum(r["split"] == "train" for r in data["rows"]) == len(batch)
+    assert {r["skill"] for r in data["rows"] if r["split"] == "train"} == {
+        state["initial_hash"]}
+    test_initial = _json("show", str(run), "--rollouts", "--skill", "initial",
+                         "--split", "test")["rows"]
+    assert test_initial and {(r["split"], r["skill"]) for r in test_initial} == {
+        ("test", state["initial_hash"])}
+    failed = _json("show", str(run), "--rollouts", "--failed")["rows"]
+    assert failed and all(r["hard"] < 1 for r in failed)
+    assert all(r["reply"] and r["task"] for r in failed)
+
+
+def test_show_rollouts_refuses_what_it_cannot_find_in_one_line(runs: dict[str, Path]) -> None:
+    run = str(runs["mixed"])
+    line = one_line_error(cli("show", run, "e01-s001"))
+    assert "STEP is for the rollouts; add --rollouts" in line
+    line = one_line_error(cli("show", run, "--rollouts", "e09-s009x"))
+    assert "no step 'e09-s009x'" in line and "e01-s001" in line
+    line = one_line_error(cli("show", run, "--rollouts", "--split", "val2"))
+    assert "train, selection and test" in line
+    proc = cli("show", run, "--rollouts", "e01-s001", "--split", "test")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 rollouts (0 failed); step e01-s001, split test" in proc.stdout
+    assert "no rollouts match; the run has rollouts of: e01-s001, e01-s002, selection, test" \
+        in " ".join(proc.stdout.split())
+
+
 def test_diff_of_every_kind_of_version_name(runs: dict[str, Path]) -> None:
     run = runs["mixed"]
     state = _state(run)
@@ -372,22 +444,142 @@ def test_the_gain_is_paired_on_the_shared_tasks_only() -> None:
 
 
 def test_compare_two_skill_files_on_one_config(tmp_path: Path, runs: dict[str, Path]) -> None:
+    """Skill files get their own table (no run-only rows), their evaluations go to skillgrad's
+    cache folder (or --out), never the working directory, and a rerun replays their calls."""
     learned = runs["learned"]
-    cfg = toy_config(tmp_path)
-    (tmp_path / "best.md").write_text((learned / "best_skill.md").read_text())
-    data = _json("compare", "--config", str(cfg), "toy_skill.md", "best.md", cwd=tmp_path)
+    project, cwd, home = tmp_path / "project", tmp_path / "cwd", tmp_path / "home"
+    project.mkdir()
+    cwd.mkdir()
+    cfg = toy_config(project)
+    initial, best = project / "toy_skill.md", project / "best.md"
+    best.write_text((learned / "best_skill.md").read_text())
+    args = ("compare", "--config", str(cfg), str(initial), str(best))
+    proc = cli(*args, "--json", cwd=cwd, env={"SKILLGRAD_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
     a, b = data["columns"]
     summary = json.loads((learned / "summary.json").read_text())
     assert a["kind"] == b["kind"] == "skill"
-    assert a["test"]["best"]["hard"] == summary["test"]["initial"]["hard"]
-    assert b["test"]["best"]["hard"] == summary["test"]["best"]["hard"]
+    assert a["test"]["skill"]["hard"] == summary["test"]["initial"]["hard"]
+    assert b["test"]["skill"]["hard"] == summary["test"]["best"]["hard"]
     assert a["decisions"] is None and a["models"]["target"]["calls"] > 0
+    assert a["models"]["target"]["cost"] is None  # no prices: the cost is unknown, not 0
     [gain] = data["gains"]
     assert gain["n"] == summary["test"]["best"]["n"] and gain["hard"][0] > 0
-    assert list((tmp_path / "runs").glob("eval-config-test-*/eval_summary.json"))
-    proc = cli("compare", "--config", str(cfg), "toy_skill.md", "best.md", cwd=tmp_path)
+    assert data["config"] is None
+    assert list(cwd.iterdir()) == []  # nothing written where the command ran
+    journals = sorted((home / "evals").glob("config-*-test-*/calls.jsonl"))
+    assert len(journals) == 2 and all(j.with_name("eval_summary.json").exists() for j in journals)
+    lines = {j: j.read_text() for j in journals}
+
+    proc = cli(*args, cwd=cwd, env={"SKILLGRAD_HOME": str(home)})
     assert proc.returncode == 0, proc.stderr
-    assert "B vs A, best skills on" in proc.stdout and "toy_skill.md (skill file: scored on" in proc.stdout
-    line = one_line_error(cli("compare", "--config", str(cfg), "toy_skill.md", "nope.md",
-                              cwd=tmp_path))
+    assert {j: j.read_text() for j in journals} == lines  # every call replayed, none made
+    stage = json.loads(journals[0].with_name("eval_summary.json").read_text())[
+        "models"]["target"]["stages"]["eval_test"]
+    assert stage["replayed"] == stage["calls"] > 0
+    assert list(cwd.iterdir()) == []
+    text, flat = proc.stdout, " ".join(proc.stdout.split())
+    assert "B vs A, skill files on" in flat and "toy_skill.md (skill file: scored on" in flat
+    lines = text.splitlines()
+    dashes = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    table = lines[dashes + 1:lines.index("", dashes)]
+    assert [row.rsplit(None, 2)[0] for row in table] == [  # no run's rows (decisions, ...)
+        "test", "test tasks", "target calls", "target tokens", "target cost"]
+    assert re.fullmatch(r"test +0\.\d{3}/0\.\d{3} +0\.\d{3}/0\.\d{3}", table[0])
+    assert table[-1].split() == ["target", "cost", "-", "-"]  # no prices: unknown, not 0
+    assert "same config" not in text
+
+    # --out: the evaluations go there; prices make the cost known.
+    out = tmp_path / "evals"
+    proc = cli(*args, "--out", str(out), "--set", "model.target.prices.prompt=1000",
+               "--set", "model.target.prices.completion=1000", cwd=cwd,
+               env={"SKILLGRAD_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(out.glob("config-*-test-*/eval_summary.json"))) == 2
+    assert re.search(r"^target cost +\d+\.\d{4} +\d+\.\d{4}$", proc.stdout, re.M)
+    assert list(cwd.iterdir()) == []
+    line = one_line_error(cli(*args[:-1], str(project / "nope.md"), cwd=cwd,
+                              env={"SKILLGRAD_HOME": str(home)}))
     assert "nope.md" in line and "not found" in line
+    line = one_line_error(cli("compare", str(learned), str(learned), "--out", str(out)))
+    assert "--out is where the skill files scored with --config" in line
+
+
+# ----------------------------------------------------------------------------- compare: config
+
+
+@pytest.fixture(scope="module")
+def alike(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Runs set up alike but for one key each: the learning rate (edits per step), where the
+    target's response cache would be kept (not compared), and the target's prices."""
+    base = tmp_path_factory.mktemp("alike")
+    return {
+        "lr1": _train(base / "lr1", overrides=["train.num_epochs=1"]),
+        "lr3": _train(base / "lr3", overrides=["train.num_epochs=1",
+                                               "optimizer.learning_rate=3",
+                                               f"model.target.cache_dir={base / 'cache'}"]),
+        "cached": _train(base / "cached", overrides=["train.num_epochs=1",
+                                                     f"model.target.cache_dir={base / 'c2'}"]),
+        "priced": _train(base / "priced", overrides=["train.num_epochs=1",
+                                                     "model.target.prices.prompt=1000"]),
+    }
+
+
+def test_compare_lists_the_config_keys_that_differ(alike: dict[str, Path]) -> None:
+    lr1, lr3 = alike["lr1"], alike["lr3"]
+    data = _json("compare", str(lr1), str(lr3))
+    assert data["config"]["same"] is False and data["config"]["unread"] == []
+    assert data["config"]["rows"] == [{"key": "optimizer.learning_rate",
+                                       "values": {"A": 1, "B": 3}}]
+    proc = cli("compare", str(lr1), str(lr3), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = lines.index("config keys that differ (1):")
+    assert lines[head + 1].split() == ["key", "A", "B"]
+    assert lines[head + 3].split() == ["optimizer.learning_rate", "1", "3"]
+    assert "cache_dir" not in proc.stdout and "same config" not in proc.stdout
+    assert re.search(r"^target cost +- +-$", proc.stdout, re.M)  # no prices: unknown
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_compare_says_same_config_in_one_line(alike: dict[str, Path]) -> None:
+    # The two differ only in where the target's response cache would be kept.
+    proc = cli("compare", str(alike["lr1"]), str(alike["cached"]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "same config"
+    assert "config keys that differ" not in proc.stdout
+    data = _json("compare", str(alike["lr1"]), str(alike["cached"]))
+    assert data["config"]["same"] is True and data["config"]["rows"] == []
+
+
+def test_compare_shows_the_cost_of_priced_roles_only(alike: dict[str, Path]) -> None:
+    data = _json("compare", str(alike["lr1"]), str(alike["priced"]))
+    a, b = (c["models"] for c in data["columns"])
+    assert a["target"]["cost"] is None and a["optimizer"]["cost"] is None
+    assert b["target"]["cost"] == pytest.approx(
+        b["target"]["tokens"] * 1000 / 1e6, rel=0.5) and b["optimizer"]["cost"] is None
+    assert data["config"]["rows"] == [{"key": "model.target.prices", "values": {
+        "A": None, "B": {"prompt": 1000.0, "completion": 0.0}}}]
+    proc = cli("compare", str(alike["lr1"]), str(alike["priced"]))
+    assert re.search(r"^target cost +- +\d+\.\d{4}$", proc.stdout, re.M)
+    assert re.search(r"^optimizer cost +- +-$", proc.stdout, re.M)
+
+
+def test_config_differences_are_masked_and_unreadable_configs_named() -> None:
+    old = {"model": {"target": {"backend": "openai", "api_key": "sk-old-secret-1",
+                                "cache_dir": "/a"}}, "train": {"seed": 1}}
+    new = {"model": {"target": {"backend": "openai", "api_key": "sk-new-secret-2",
+                                "cache_dir": "/b"}}, "train": {"seed": 1, "accumulation": 2}}
+    found = config_diff(["A", "B", "C"], [old, new, None])
+    # Both keys masked alike: a secret is never shown, nor compared by its value.
+    assert [(r.key, r.values) for r in found.rows] == [("train.accumulation", {"B": 2})]
+    assert found.unread == ("C",) and not found.same
+    text = "\n".join(config_lines(found, 80))
+    assert "C: its config.yaml could not be read" in text
+    assert re.search(r"^train\.accumulation +- +2$", text, re.M) and "secret" not in text
+    assert config_lines(config_diff(["A", "B"], [old, old]), 80) == ["same config"]
+    wide = config_diff(["A", "B"], [{"env": {"data_path": "x" * 60}},
+                                    {"env": {"data_path": "y" * 60}}])
+    assert config_lines(wide, 80) == ["config keys that differ (1):", "env.data_path",
+                                      "  A: " + "x" * 60, "  B: " + "y" * 60]

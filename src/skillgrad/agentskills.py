@@ -258,3 +258,23 @@ def memory_file(project: Path, agent: Agent) -> Path:
     if agent not in MEMORY_FILES:
         raise ConfigError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
     return Path(project) / MEMORY_FILES[agent]
+
+
+def own_fields(skill_text: str) -> tuple[str | None, str | None]:
+    """The ``name`` and ``description`` of the skill's own front matter (a skill trained from
+    a ``SKILL.md``, whose description an agent target may have trained), each None when it
+    has none or when it is not valid as Agent Skills define it."""
+    if not skill_text.removeprefix("\ufeff").startswith("---"):
+        return None, None
+    try:
+        front, _, _ = parse_skill(skill_text.removeprefix("\ufeff"), "the skill")
+    except SkillFileError:
+        return None, None
+    name, description = front.get("name"), front.get("description")
+    name = name if isinstance(name, str) and name.strip() else None
+    if name is not None and [p for p in validate_skill({"name": name, "description": "-"},
+                                                       "", name) if p.startswith("name")]:
+        name = None
+    description = (description.strip() if isinstance(description, str)
+                   and description.strip() else None)
+    return name, description

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +28,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import to_jsonable_python
 
 from skillgrad.dotted import flatten as _flatten
 from skillgrad.envs.base import EnvCommon, EnvOptions
@@ -296,11 +297,32 @@ class WandbTracking(Section):
                              "config's folder); default: $WANDB_DIR, else ./wandb")
 
 
+class TensorboardTracking(Section):
+    """``tracking.tensorboard``: write the run as TensorBoard event files, which
+    ``tensorboard --logdir LOG_DIR`` shows (runs that share a ``log_dir`` side by side)."""
+
+    log_dir: Path | None = Field(None, description="the folder TensorBoard is pointed at "
+                                 "(relative: to the config's folder); the run's event files go "
+                                 "in its folder run_name; default: the run directory's "
+                                 "tensorboard/")
+    run_name: str | None = Field(None, description="the run's folder in log_dir, its name in "
+                                 "TensorBoard; default: the run directory's name")
+
+    @field_validator("run_name")
+    @classmethod
+    def _one_folder(cls, value: str | None) -> str | None:
+        if value is not None and (value.strip() in ("", ".", "..") or any(
+                c in value for c in "/\\\0")):
+            raise ValueError("not a single folder name (no /, not . or ..)")
+        return value
+
+
 class TrackingSection(Section):
     """Experiment trackers the run is logged to (none unless a tracker's section is given)."""
 
     mlflow: MlflowTracking | None = None
     wandb: WandbTracking | None = None
+    tensorboard: TensorboardTracking | None = None
 
 
 class SkillgradConfig(Section):
@@ -419,6 +441,57 @@ def config_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[st
         else:
             changes.append(f"{key}: {was!r} -> {now!r}")
     return changes
+
+
+def default_config(env: str, backends: Mapping[str, str]) -> dict[str, Any]:
+    """What every key of a resolved config (as :meth:`ResolvedConfig.resolved` writes it)
+    is when the config sets only ``env.name`` and each role's backend (``backends``): the
+    defaults a run's stored config is compared with, so that the keys it sets differently are
+    the keys its file set (``env.name`` and the backends themselves are given their own
+    defaults here). A key with no default (an OpenAI-compatible backend's ``model``) is absent,
+    and so are the own keys of an environment or backend not registered here. A
+    ``module:Class`` name is never imported: the config may be someone else's."""
+    from skillgrad import registry  # late import, as in validate
+
+    def known(load: Any, name: str) -> Any:
+        if ":" in name:
+            return None
+        try:
+            return load(name)
+        except (ConfigError, ImportError):  # not installed here: its own keys have no default
+            return None
+
+    cfg = SkillgradConfig.model_validate(
+        {"env": {"name": env}, "model": {role: {"backend": b} for role, b in backends.items()}})
+    classes = {role: known(registry.backend_class, b) for role, b in backends.items()}
+    data = _small_optimizer_defaults(cfg, classes.get("optimizer")).model_dump(mode="json")
+    env_cls = known(registry.environment_class, env)
+    if env_cls is not None:
+        data["env"].update(_field_defaults(env_cls.Options))
+    for role, cls in classes.items():
+        if cls is not None:
+            own = _field_defaults(cls.Options)
+            if "prefix_slots" in own and own["prefix_slots"] is None:  # as _role_defaults
+                own["prefix_slots"] = PREFIX_SLOTS[role]
+            data["model"][role].update(own)
+        data["model"][role]["backend"] = RoleSection.model_fields["backend"].default
+    data["env"]["name"] = EnvCommon.model_fields["name"].default
+    return data
+
+
+def _field_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON value of each key of ``model`` that has a default."""
+    return {name: to_jsonable_python(info.get_default(call_default_factory=True))
+            for name, info in model.model_fields.items() if not info.is_required()}
+
+
+def set_keys(resolved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The dotted keys of ``resolved`` whose values differ from ``defaults``'
+    (:func:`default_config`): ``key: (value, default)``, :data:`MISSING` for a key without
+    a default. Both are redacted first, as in :func:`changed_keys`."""
+    now, was = (_flatten(redact(c)) for c in (resolved, defaults))
+    return {key: (value, was.get(key, MISSING)) for key, value in now.items()
+            if was.get(key, MISSING) != value}
 
 
 def load_config(

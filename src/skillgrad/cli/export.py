@@ -65,23 +65,20 @@ def export_command(
     """Export a skill of a run as an agent loads it: a skill folder (SKILL.md with name and
     description), a section of AGENTS.md or CLAUDE.md, or installed for Claude Code or Codex."""
     from skillgrad import export
+    from skillgrad.agentskills import own_fields
 
     kind = _check_options(fmt, install, out, scope, description, describe, force)
     if name is not None and not name.strip():  # given, and empty: not the default name
         raise SkillgradError("--name: empty; give 1-64 characters of a-z, 0-9 and '-', or "
                              "leave --name out for the run folder's name")
     chosen = resolve_version(run, version)
-    own_name, own_description = export.own_fields(chosen.text)
-    if name is not None:
-        skill = name
-    elif own_name is not None:
-        skill = own_name
-        _say(f"name: {skill} (the skill's own, from its front matter)")
-    else:
-        skill = _default_name(run)
-        _say(f"name: {skill} (the run folder's; give --name NAME for another)")
+    own_name, own_description = own_fields(chosen.text)
+    skill = name or own_name or _default_name(run)
     export.check_name(skill)
     _say(f"version: {chosen.label}; skill {chosen.digest[:8]}")
+    if name is None:
+        _say(f"name: {skill} (the skill's own, from its front matter)" if own_name else
+             f"name: {skill} (the run folder's; give --name NAME for another)")
     if describe:
         description = export.describe_skill(export.run_optimizer(run), chosen.text, skill)
         _say(f"description (proposed by the run's optimizer): {description}")

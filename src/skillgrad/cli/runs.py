@@ -1,13 +1,13 @@
-"""``skillgrad show``, ``diff`` and ``compare``: the commands that inspect runs. They print
-what :mod:`skillgrad.runview` reads from run directories, wrapped to the terminal's width
-(80 columns when the output is not a terminal); ``--json`` prints the same for scripts."""
+"""``skillgrad show`` and ``diff``: the commands that inspect runs (``compare`` is
+:mod:`.compare`'s). They print what :mod:`skillgrad.runview` reads from run directories,
+wrapped to the terminal's width (80 columns when the output is not a terminal); ``--json``
+prints the same for scripts."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import shutil
-import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,28 +15,60 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from skillgrad.cli.config import SetOpt
 from skillgrad.errors import SkillgradError
 
 if TYPE_CHECKING:
-    from skillgrad.runview import Column, EditView, EpochView, Gain, RunView, StepView
+    from skillgrad.runview import (
+        EditView,
+        EpochView,
+        RolloutsView,
+        RunView,
+        StepView,
+    )
 
 RunArg = Annotated[Path, typer.Argument(help="A run directory.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (for scripts).")]
 MAX_WIDTH = 100  # prose reads badly wider than this, even on a wide terminal
 
 
-def show_command(run_dir: RunArg, json_: JsonOpt = False) -> None:
+def show_command(
+    run_dir: RunArg,
+    step: Annotated[Optional[str], typer.Argument(  # noqa: UP045 - typer needs Optional
+        metavar="[STEP]", help="With --rollouts: only this step (e01-s002, or its global "
+        "number): its training batch and its candidate's selection evaluation.")] = None,
+    rollouts: Annotated[bool, typer.Option(
+        "--rollouts", help="Show what the target answered: each task, the reply, the expected "
+        "answer, the score and the reason, failed first.")] = False,
+    skill: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--skill", help="With --rollouts: only this skill version's rollouts (initial, best, "
+        "final, a step, a hash prefix).")] = None,
+    split: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--split", help="With --rollouts: only train, selection or test.")] = None,
+    failed: Annotated[bool, typer.Option(
+        "--failed", help="With --rollouts: only the rollouts that failed.")] = False,
+    json_: JsonOpt = False,
+) -> None:
     """Show a run, also while it trains: one block per step with each edit and what became
     of it (applied, applied fuzzily, skipped, refused) and the gate's decision and reason,
-    then the best step and the totals."""
-    from skillgrad.runview import jsonable, read_run
+    then the best step and the totals. With --rollouts: what the target answered."""
+    from skillgrad.runview import jsonable, read_rollouts, read_run
 
-    view = read_run(run_dir)
+    if rollouts:
+        found = read_rollouts(run_dir, step=step, skill=skill, split=split, failed_only=failed)
+        data: Any = found
+        lines = rollout_lines(found, terminal_width())
+    else:
+        given = [name for name, value in (("STEP", step), ("--skill", skill),
+                                          ("--split", split), ("--failed", failed)) if value]
+        if given:
+            raise SkillgradError(f"show: {', '.join(given)} is for the rollouts; add "
+                                 "--rollouts (skillgrad show RUN --rollouts [STEP])")
+        data = view = read_run(run_dir)
+        lines = show_lines(view, terminal_width())
     if json_:
-        typer.echo(json.dumps(jsonable(view), indent=2, ensure_ascii=False))
+        typer.echo(json.dumps(jsonable(data), indent=2, ensure_ascii=False))
         return
-    for line in show_lines(view, _width()):
+    for line in lines:
         typer.echo(line)
 
 
@@ -70,69 +102,8 @@ def _diff_colour(line: str) -> str | None:
     return {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
 
 
-def compare_command(
-    sources: Annotated[list[Path], typer.Argument(
-        metavar="SOURCE", help="Two or more run directories (with --config: skill files).")],
-    config: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        "--config", help="Score skill files on this config's test split instead (as "
-        "`skillgrad eval` does, into its default folders).")] = None,
-    set_: SetOpt = None,
-    json_: JsonOpt = False,
-) -> None:
-    """Compare runs (or skill files): test scores, cost per role, the gate's decisions, and
-    for each after the first a paired bootstrap 95% interval of its best skill's test gain
-    over the first's, on their shared test tasks."""
-    from skillgrad.runview import column_label, gains, jsonable, run_column
-
-    if len(sources) < 2:
-        raise SkillgradError("compare: give two or more run directories (or --config CONFIG "
-                             "and two or more skill files)")
-    if set_ and config is None:
-        raise SkillgradError("compare: --set applies to the --config the skill files are "
-                             "scored with; runs keep their own config")
-    labels = [column_label(i) for i in range(len(sources))]
-    if config is None:
-        columns = [run_column(label, path) for label, path in zip(labels, sources, strict=True)]
-    else:
-        columns = _score_skills(config, set_ or [], labels, sources)
-    found = gains(columns)
-    if json_:
-        data = {"columns": [{**{k: v for k, v in jsonable(c).items() if k != "per_task"},
-                             "test_tasks": len(c.per_task or {})} for c in columns],
-                "gains": jsonable(found)}
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-        return
-    for line in compare_lines(columns, found, _width()):
-        typer.echo(line)
-
-
-def _score_skills(config: Path, overrides: list[str], labels: list[str],
-                  paths: Sequence[Path]) -> list[Column]:
-    from skillgrad.cli.config import compat_lines
-    from skillgrad.config import load_config
-    from skillgrad.evaluate import evaluate_skill
-    from skillgrad.runview import skill_column
-    from skillgrad.skill import read_skill_file, skill_hash
-
-    resolved = load_config(config, overrides)
-    for line in compat_lines(resolved):
-        typer.echo(line, err=True)
-    texts = [read_skill_file(p) for p in paths]  # every file checked before any model call
-    columns = []
-    for label, path, text in zip(labels, paths, texts, strict=True):
-        folder = Path("runs") / f"eval-{config.stem}-test-{skill_hash(text)[:8]}"
-        try:
-            summary = evaluate_skill(resolved, text, "test", folder)
-        except KeyboardInterrupt:
-            sys.stderr.write("error: interrupted; run the same command again to go on (the "
-                             "model calls answered so far are kept)\n")
-            raise typer.Exit(130) from None
-        typer.echo(f"{label}: {path} scored on test (written: {folder})", err=True)
-        columns.append(skill_column(label, path, summary, folder))
-    return columns
-
-
-def _width() -> int:
+def terminal_width() -> int:
+    """The terminal's width, at least 40 and at most :data:`MAX_WIDTH` (80 off a terminal)."""
     return max(40, min(MAX_WIDTH, shutil.get_terminal_size((80, 24)).columns))
 
 
@@ -185,6 +156,42 @@ def show_lines(view: RunView, width: int) -> list[str]:
     initial, best = view.selection["initial"], view.selection["best"]
     out += ["", f"best step: {view.best_step} (val {_num(best)}, initial {_num(initial)})"]
     return out + [w for line in _totals(view.totals) for w in wrap(line, width, hang="  ")]
+
+
+def rollout_lines(view: RolloutsView, width: int) -> list[str]:
+    """What the target answered, a block per rollout: where it ran, the score, the task, the
+    reply, the expected answer and the reason (each cut to a few lines), failed first."""
+    asked = ", ".join(f"{k} {v}" for k, v in view.filters.items())
+    failed = sum(r.failed for r in view.rows)
+    head = f"{view.root}: {len(view.rows)} rollouts ({failed} failed)"
+    out = [head + (f"; {asked}" if asked else "")]
+    if not view.rows:
+        where = ", ".join(view.sources) or "none yet"
+        out.append(f"no rollouts match; the run has rollouts of: {where}")
+    for r in view.rows:
+        verdict = "FAILED" if r.failed else "solved"
+        out += ["", f"{r.source} · task {r.task_id} · skill {r.skill[:8]} · "
+                    f"score {r.hard:g}/{r.soft:.2f} · {verdict}"
+                    + (f" · {r.turns} turns" if r.turns > 1 else "")]
+        for label, text, lines in (("task", r.task, 3), ("reply", r.reply, 4),
+                                   ("answer", r.answer if r.answer != r.reply.strip() else "", 1),
+                                   ("expected", r.expected, 2), ("reason", r.reason, 3)):
+            if text.strip():
+                out += _clipped(label, text, width, lines)
+    return out
+
+
+def _clipped(label: str, text: str, width: int, most: int) -> list[str]:
+    """``label: text`` wrapped under a hanging indent, cut to ``most`` lines (the task's end,
+    where its question is; the start of the others)."""
+    indent = " " * 12
+    body = wrap(" ".join(text.split()), width, indent)
+    if len(body) > most:
+        cut = len(body) - most
+        body = ([indent + "…", *body[-most:]] if label == "task"
+                else [*body[:most], f"{indent}… ({cut} more lines; --json has all)"])
+    first = f"  {label + ':':<10}"
+    return [first + body[0][len(indent):], *body[1:]]
 
 
 def _overview(steps: Sequence[StepView]) -> list[str]:
@@ -355,23 +362,3 @@ def usage_line(role: str, u: dict[str, Any]) -> str:
     if u.get("cut_off_dropped"):
         line += f"; {u['cut_off_dropped']} replies dropped, cut off at the token limit"
     return line
-
-
-# ----------------------------------------------------------------------------- compare
-
-
-def compare_lines(columns: Sequence[Column], found: Sequence[Gain], width: int) -> list[str]:
-    """The legend, the table (test scores hard/soft, cost per role, decisions) and the
-    paired intervals."""
-    out = [w for c in columns for w in wrap(
-        f"{c.label}  {c.source} ({'skill file' if c.kind == 'skill' else 'run'}: {c.about})",
-        width, hang="   ")]
-    from skillgrad.runview import compare_rows, gain_line
-
-    rows = compare_rows(columns)
-    out += ["", *table(["", *(c.label for c in columns)], rows, left={0}), ""]
-    out += wrap("test scores are hard/soft; a skill file's own score is its row 'test best'",
-                width)
-    for g in found:
-        out += wrap(gain_line(g), width, hang="  ")
-    return out

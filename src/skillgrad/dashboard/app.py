@@ -26,11 +26,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from skillgrad.dashboard import compare, nights, pages, skills
+from skillgrad.dashboard import compare, nights, pages, runlist, skills
 from skillgrad.dashboard.discover import Catalog, LockTable, RunRef, SleepRef, discover, fingerprint
 from skillgrad.errors import SkillgradError
 from skillgrad.rundir import confined_reads
-from skillgrad.runview import jsonable, read_run
+from skillgrad.runview import jsonable, read_rollouts, read_run
 
 HERE = Path(__file__).parent
 COOKIE = "skillgrad_dashboard"
@@ -58,6 +58,7 @@ def create_app(sources: Sequence[Path], *, token: str | None = None,
         Route("/run/{run_id}", site.run, methods=["GET"]),
         Route("/run/{run_id}/skill", site.skill, methods=["GET"]),
         Route("/run/{run_id}/diff", site.diff, methods=["GET"]),
+        Route("/run/{run_id}/rollouts", site.rollouts, methods=["GET"]),
         Route("/compare", site.compare, methods=["GET"]),
         Route("/sleep/{project_id}", site.sleep, methods=["GET"]),
         Route("/sleep/{project_id}/{night_id}", site.night, methods=["GET"]),
@@ -114,7 +115,7 @@ class Site:
     # ------------------------------------------------------------------ pages
     def index(self, request: Request) -> Response:
         catalog = self.catalog()
-        rows = pages.run_rows(catalog, LockTable.read())
+        rows = runlist.run_rows(catalog, LockTable.read())
         return self.render("index.html", title="runs", rows=rows,
                            projects=list(catalog.projects.values()),
                            version_url="/api/runs/version", version=self._index_version(catalog))
@@ -125,7 +126,7 @@ class Site:
         locks = LockTable.read()
         live: dict[str, Any] = {"version_url": f"/api/run/{ref.id}/version",
                 "version": fingerprint(ref.path, locks)}
-        row = pages.run_row(ref, locks)
+        row = runlist.run_row(ref, locks)
         if row.steps_done is None:  # no checkpoint yet, or not readable
             return self.render("waiting.html", title=ref.label, row=row, **live)
         page = _reading(lambda: pages.run_page(ref, locks), [ref])
@@ -143,6 +144,16 @@ class Site:
         b = request.query_params.get("b") or "best"
         page = _reading(lambda: skills.diff_page(ref, a, b), [ref], missing=404)
         return self.render("diff.html", title=f"{ref.label}: {a} -> {b}", page=page)
+
+    def rollouts(self, request: Request) -> Response:
+        ref = self.find_run(self.catalog(), request.path_params["run_id"])
+        query = request.query_params
+        asked = {key: query.get(key) or None for key in ("step", "skill", "split")}
+        failed = query.get("failed") in ("1", "on", "true")
+        view = _reading(lambda: read_rollouts(ref.path, **asked, failed_only=failed), [ref],
+                        missing=404)
+        return self.render("rollouts.html", title=f"{ref.label}: rollouts", ref=ref,
+                           view=view, asked=asked, failed=failed)
 
     def compare(self, request: Request) -> Response:
         catalog = self.catalog()
@@ -176,7 +187,7 @@ class Site:
         catalog = self.catalog()
         ref = self.find_run(catalog, request.path_params["run_id"])
         view = _reading(lambda: read_run(ref.path), [ref])
-        row = pages.run_row(ref, LockTable.read())
+        row = runlist.run_row(ref, LockTable.read())
         return JSONResponse({"id": ref.id, "label": ref.label, "status": row.status,
                              "run": jsonable(view)})
 

@@ -2,8 +2,11 @@
 
 Each series is a line (or a step line, for the edit budget) and its points as ``<circle>``
 elements, classed by series and by mark (``accept``, ``reject``, ...), each with a
-``<title>`` tooltip; the stylesheet colours them. Every text is escaped here, so the result
-can be put into a page as it is.
+``<title>`` that names the series, the step and the value (the browser shows it on hover
+without any script; ``static/charts.js`` shows it at once). Both axes have their tick values
+and a title; the stylesheet colours the series and sizes the text. The canvas is about as wide
+as a chart is drawn on the page, so its text keeps the size the stylesheet gives it. Every
+text is escaped here, so the result can be put into a page as it is.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-WIDTH, HEIGHT = 760, 250
-LEFT, RIGHT, TOP, BOTTOM = 46, 14, 12, 34
+WIDTH, HEIGHT = 560, 280
+LEFT, RIGHT, TOP, BOTTOM = 62, 14, 12, 46
+PAD = 0.03  # of the x range, left free at each end so that no point sits on the y axis
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,8 @@ def chart(series: Sequence[Series], **options: Any) -> Chart:
 
 
 def line_chart(series: Sequence[Series], *, title: str, x_label: str = "step",
-               y_range: tuple[float, float] | None = None, integer_y: bool = False,
-               width: int = WIDTH, height: int = HEIGHT) -> Markup:
+               y_label: str = "score", y_range: tuple[float, float] | None = None,
+               integer_y: bool = False, width: int = WIDTH, height: int = HEIGHT) -> Markup:
     """An SVG chart of ``series``; ``y_range`` fixes the y axis (scores: 0 to 1)."""
     points = [p for s in series for p in s.points]
     head = (f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
@@ -84,29 +88,36 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str = "step",
                       'text-anchor="middle">no data yet</text></svg>')
     xs, ys = [p.x for p in points], [p.y for p in points]
     lo, hi = y_range if y_range is not None else (min(0.0, min(ys)), max(ys))
-    axes = Axes(min(xs), max(xs), lo, hi if hi > lo else lo + 1, width, height)
-    body = [*_grid(axes, x_label, integer_y)]
+    pad = (max(xs) - min(xs) or 1.0) * PAD
+    axes = Axes(min(xs) - pad, max(xs) + pad, lo, hi if hi > lo else lo + 1, width, height)
+    body = [*_grid(axes, x_label, y_label, integer_y)]
     for s in series:
         body += _series(axes, s)
     return Markup(head + "".join(body) + "</svg>")
 
 
-def _grid(axes: Axes, x_label: str, integer_y: bool) -> list[str]:
+def _grid(axes: Axes, x_label: str, y_label: str, integer_y: bool) -> list[str]:
+    """The grid lines with the y axis's values, the x axis with its values, and the title of
+    each axis (x below the values, y turned up the left edge)."""
     out = []
     for value in ticks(axes.y0, axes.y1, integer=integer_y):
         y = axes.y(value)
         out.append(f'<line class="grid" x1="{LEFT}" x2="{axes.width - RIGHT}" y1="{y:.1f}" '
-                   f'y2="{y:.1f}"/><text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" '
-                   f'text-anchor="end">{_fmt(value)}</text>')
+                   f'y2="{y:.1f}"/><text class="tick y-tick" x="{LEFT - 7}" y="{y:.1f}" '
+                   f'text-anchor="end" dominant-baseline="middle">{_fmt(value)}</text>')
     base = axes.height - BOTTOM
     for value in ticks(axes.x0, axes.x1, integer=True):
         x = axes.x(value)
         out.append(f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{base}" '
-                   f'y2="{base + 4}"/><text class="tick" x="{x:.1f}" y="{base + 16}" '
+                   f'y2="{base + 5}"/><text class="tick x-tick" x="{x:.1f}" y="{base + 19}" '
                    f'text-anchor="middle">{_fmt(value)}</text>')
+    middle = (TOP + base) / 2
     out.append(f'<line class="axis" x1="{LEFT}" x2="{axes.width - RIGHT}" y1="{base}" '
-               f'y2="{base}"/><text class="label" x="{axes.width - RIGHT}" '
-               f'y="{axes.height - 4}" text-anchor="end">{escape(x_label)}</text>')
+               f'y2="{base}"/><line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" '
+               f'y2="{base}"/><text class="label x-label" x="{(LEFT + axes.width - RIGHT) / 2}" '
+               f'y="{axes.height - 6}" text-anchor="middle">{escape(x_label)}</text>'
+               f'<text class="label y-label" x="16" y="{middle:.1f}" text-anchor="middle" '
+               f'transform="rotate(-90 16 {middle:.1f})">{escape(y_label)}</text>')
     return out
 
 

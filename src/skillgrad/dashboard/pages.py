@@ -1,6 +1,6 @@
-"""What the runs list and a run's page show, read from the run directories through
-:mod:`skillgrad.runview` (the same reading ``skillgrad show`` prints): plain records the
-templates lay out, and the charts.
+"""What a run's page shows, read from the run directory through :mod:`skillgrad.runview` (the
+same reading ``skillgrad show`` prints): plain records the templates lay out, and the charts.
+The runs list is :mod:`.runlist`'s.
 """
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillgrad.dashboard.charts import Chart, Point, Series, chart
-from skillgrad.dashboard.discover import Catalog, LockTable, RunRef
+from skillgrad.dashboard.discover import LockTable, RunRef
+from skillgrad.dashboard.runlist import duration_text, status_of, when
 from skillgrad.dashboard.skills import version_names
-from skillgrad.errors import SkillgradError
-from skillgrad.models.usage import model_usage
 from skillgrad.records import EpochUpdate, GateDecision, RejectedStep, StepRecord
-from skillgrad.rundir import RunDir, confined_reads
+from skillgrad.rundir import RunDir
 from skillgrad.runview import (
     ACCEPTED,
     EditView,
@@ -27,6 +26,8 @@ from skillgrad.runview import (
     read_run,
     step_name,
 )
+from skillgrad.runview.runconfig import RunConfig, SetKey, read_run_config
+from skillgrad.runview.timing import RunTimes, run_times
 from skillgrad.state import TrainerState
 
 MARKS = {"accept": "accept", "accept_new_best": "accept", "reject": "reject",
@@ -36,64 +37,6 @@ MARKS = {"accept": "accept", "accept_new_best": "accept", "reject": "reject",
 def mark(decision: str) -> str:
     """The class a decision is drawn and coloured with."""
     return MARKS.get(decision, "")
-
-
-def status_of(state: TrainerState | None, held: bool) -> str:
-    """``running`` while a training process holds the run, ``done`` once its final
-    evaluation is written, ``stopped`` otherwise (interrupted, or not resumed yet)."""
-    if held:
-        return "running"
-    return "done" if state is not None and state.phase == "done" else "stopped"
-
-
-# ----------------------------------------------------------------------------- runs list
-
-
-@dataclass(frozen=True)
-class RunRow:
-    ref: RunRef
-    status: str
-    position: str
-    steps_done: int | None = None
-    total_steps: int | None = None
-    best_selection: float | None = None
-    test: dict[str, float] | None = None  # the best skill's hard, soft, n
-    calls: int = 0
-    tokens: int = 0
-    cost: float = 0.0
-    error: str = ""
-
-
-def run_rows(catalog: Catalog, locks: LockTable) -> list[RunRow]:
-    return [run_row(ref, locks) for ref in catalog.runs.values()]
-
-
-def run_row(ref: RunRef, locks: LockTable) -> RunRow:
-    held = locks.holds(ref.path)
-    run = RunDir(ref.path)
-    if not run.exists():
-        return RunRow(ref, status_of(None, held), "no checkpoint yet (starting, or stopped "
-                      "before its first one)")
-    try:
-        with confined_reads(ref.path):  # a link out of the run directory is not followed
-            state = load_state(run)
-    except SkillgradError as exc:
-        return RunRow(ref, "unreadable", "", error=str(exc))
-    best = state.score("val", state.best_hash)
-    test = state.score("test", state.best_hash)
-    usage = totals_of(model_usage(state.meter))
-    return RunRow(ref, status_of(state, held), state.position(), state.global_step,
-                  state.total_steps, None if best is None else best.hard,
-                  None if test is None else {"hard": test.hard, "soft": test.soft,
-                                             "n": test.n}, **usage)
-
-
-def totals_of(models: dict[str, Any]) -> dict[str, Any]:
-    """Calls, tokens and cost over every role."""
-    return {"calls": sum(int(u["calls"]) for u in models.values()),
-            "tokens": sum(int(u["prompt_tokens"]) + int(u["completion_tokens"])
-                          for u in models.values()),
-            "cost": sum(float(u["cost"]) for u in models.values())}
 
 
 # ----------------------------------------------------------------------------- a run
@@ -161,13 +104,27 @@ class RunPage:
     turned_down: tuple[StepView, ...]  # the steps rejected or refused
     usage: tuple[UsageRow, ...]
     versions: tuple[tuple[str, str], ...]  # (name, what it is) of the skill versions
+    config: RunConfig | None = None  # None: the run directory holds no readable config
+    set_keys: tuple[SetKey, ...] = ()  # the config's keys set differently from the defaults
+    times: RunTimes = RunTimes()
+
+    @property
+    def started(self) -> str:
+        return when(self.times.started)
+
+    @property
+    def duration(self) -> str:
+        return duration_text(self.times.seconds)
 
 
 def run_page(ref: RunRef, locks: LockTable) -> RunPage:
     view = read_run(ref.path)
-    state = load_state(RunDir(ref.path))
+    run = RunDir(ref.path)
+    state = load_state(run)
     records = [s.record for s in view.steps if s.record is not None]
+    config = read_run_config(run)
     return RunPage(
+        config=config, set_keys=config.set_keys() if config else (), times=run_times(run),
         ref=ref, status=status_of(state, locks.holds(ref.path)), view=view, state=state,
         scores=score_chart(view), budget=budget_chart(records),
         timeline=tuple(timeline(view)), steps=tuple(_block(s) for s in view.steps),
@@ -257,7 +214,7 @@ def score_chart(view: RunView) -> Chart:
         Series("selection: current skill", "s-kept", curves["kept"], step=True),
         Series("test (hard)", "s-test", tuple(_test_points(view)), line=False),
         Series("selection: candidate", "s-cand", curves["candidate"], line=False),
-    ], title="scores per step", y_range=(0.0, top))
+    ], title="scores per step", y_label="score", y_range=(0.0, top))
 
 
 def score_points(records: Sequence[StepRecord], initial: float | None,
@@ -268,21 +225,23 @@ def score_points(records: Sequence[StepRecord], initial: float | None,
     update before an epoch is a candidate half a step before the epoch's first step."""
     train: list[Point] = []
     cand: list[Point] = []
-    kept = [Point(0, initial, f"initial skill: {initial:.3f}")] if initial is not None else []
+    kept = ([Point(0, initial, f"step 0: the initial skill scores {initial:.3f}")]
+            if initial is not None else [])
     last = initial
     for x, name, r, d in _decisions(records, updates):
+        at = f"step {x:g} ({name})" if r is not None else name
         if r is not None:
-            train.append(Point(x, r.train_hard, f"{name}: {r.train_hard:.3f} hard, "
+            train.append(Point(x, r.train_hard, f"{at}: {r.train_hard:.3f} hard, "
                                f"{r.train_soft:.3f} soft"))
         if d.candidate is not None:
-            cand.append(Point(x, d.candidate, f"{name}: {d.decision}, {_num(d.current)} -> "
-                              f"{d.candidate:.3f}", mark(d.decision)))
+            cand.append(Point(x, d.candidate, f"{at}: {d.candidate:.3f}, {d.decision} "
+                              f"(the current skill {_num(d.current)})", mark(d.decision)))
         if d.decision in ACCEPTED and d.candidate is not None:
             last = d.candidate
         elif d.current is not None:
             last = d.current
         if last is not None:
-            kept.append(Point(x, last, f"{name}: the skill kept scores {last:.3f}"))
+            kept.append(Point(x, last, f"{at}: the skill kept scores {last:.3f}"))
     return {"train": tuple(train), "candidate": tuple(cand), "kept": tuple(kept)}
 
 
@@ -305,8 +264,9 @@ def _decisions(records: Sequence[StepRecord], updates: Sequence[EpochUpdate]
 
 def _test_points(view: RunView) -> list[Point]:
     where = {"initial": 0, "best": view.best_step, "final": view.steps_done}
-    return [Point(where[name], score["hard"], f"{name} skill: {score['hard']:.3f} hard, "
-                  f"{score['soft']:.3f} soft (n={score['n']})", "test")
+    return [Point(where[name], score["hard"], f"{name} skill (step {where[name]}): "
+                  f"{score['hard']:.3f} hard, {score['soft']:.3f} soft (n={score['n']})",
+                  "test")
             for name, score in view.totals["test"].items() if name in where]
 
 
@@ -327,7 +287,7 @@ def budget_chart(records: Sequence[StepRecord]) -> Chart:
         Series("edits allowed", "s-allowed", tuple(allowed), step=True),
         Series("applied", "s-applied", tuple(applied)),
         Series("proposed", "s-proposed", tuple(proposed), line=False),
-    ], title="edit budget per step", integer_y=True)
+    ], title="edit budget per step", y_label="edits", integer_y=True)
 
 
 def _num(x: float | None) -> str:
