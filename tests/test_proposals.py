@@ -143,6 +143,26 @@ def test_render_contrast_shows_task_tools_reply_and_expected() -> None:
     assert render_expected(7) == "7" and render_expected(None) == ""
 
 
+def test_render_contrast_shows_the_route_of_a_multi_turn_episode() -> None:
+    """An agent that acts in text over several turns (WebShop's search[...] / click[...]):
+    the analyst sees the turns that led to the reply, not the reply alone."""
+    turns = ["search[red canvas shoes size 9]", "click[B0SHOE1]", "click[size 9]",
+             "click[buy now]"]
+    messages = [Message(role="system", content="SKILL"),
+                Message(role="user", content="Instruction: buy red canvas shoes, size 9")]
+    for n, action in enumerate(turns):
+        messages += [Message(role="assistant", content=action),
+                     Message(role="user", content=f"page {n + 1}")]
+    result = RolloutResult(task_id="w", answer="click[buy now]", hard=0.0, soft=0.5,
+                           messages=messages, turns=4)
+    task = Task(id="w", prompt="buy red canvas shoes", reference={"asin": "B0SHOE2"})
+    text = render_contrast([result], {"w": task}, 1600)
+    assert ("Its 3 turns before the reply: search[red canvas shoes size 9] | click[B0SHOE1] | "
+            "click[size 9]\n") in text
+    single = result.model_copy(update={"messages": messages[:3]})
+    assert "turns before the reply" not in render_contrast([single], {"w": task}, 1600)
+
+
 def test_a_rule_becomes_an_appended_bullet() -> None:
     edit = rule_edit("  - Reply with   the short phrase alone. ", 3, "why")
     assert (edit.op, edit.content, edit.support, edit.anchor) == (

@@ -60,6 +60,13 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         if calls:
             lines.append(f"The agent called {len(calls)} tools: "
                          + clip_middle("; ".join(calls), max_chars // 4))
+        # A multi-turn episode acted in text (search[...], click[...]): its earlier turns are
+        # the route to the reply, which the reply alone does not show.
+        said = [one_line(m.text(), 120) for m in r.messages
+                if m.role == "assistant" and m.text().strip() and not m.tool_calls]
+        if len(said) > 1:
+            lines.append(f"Its {len(said) - 1} turns before the reply: "
+                         + clip_middle(" | ".join(said[:-1]), max_chars // 4))
         task = tasks.get(r.task_id)
         reference = task.reference if task is not None else None
         expected = render_expected(reference) or "(not given)"
