@@ -141,9 +141,12 @@ def test_the_scorers_feedback_is_not_a_rule() -> None:
 
 def test_a_short_run_of_the_scorers_own_words_is_feedback_too() -> None:
     """"gold answer" is in no task input: the agent can do nothing with it."""
+    quote = find_quote("Do not write the gold answer plus extra text.", _evidence())
+    assert quote is not None and quote.kind == "feedback" and "gold answer" in quote.quoted
+    # Held against the reply, the same words speak of the unseen reference first.
     quote = find_quote("Make sure the reply does not contain the gold answer plus extra text.",
                        _evidence())
-    assert quote is not None and quote.kind == "feedback" and "gold answer" in quote.quoted
+    assert quote is not None and quote.kind == "unseen"
     assert find_quote("Do not add extra words to the answer.", _evidence()) is None
 
 
@@ -226,6 +229,8 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
     for rule in ("Reply with the shortest phrase from the passage that answers the question.",
                  "When the question asks for a number, give the number alone, without units.",
                  "If the answer is a year, write its four digits.",
+                 "Your reply contains only the answer span.",
+                 "Make sure your reply includes the final answer on its last line.",
                  "Do not add extra words."):
         assert find_quote(rule, ev) is None, rule
     skill = f"# Skill\n\n{SCAFFOLD}\n"
@@ -240,6 +245,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "If your reply is incorrect"),
     ("Make sure your reply matches the expected answer format.", "unseen",
      "your reply matches the expected answer"),
+    # Accepted by the quickstart on the 1.5B model: the reply held against "the answer".
+    ("Ensure the agent's reply contains the exact the answer or a shortened version of it.",
+     "unseen", "the agent's reply contains the exact the answer"),
+    ("If the reply does not include the answer, include it in the reply.", "unseen",
+     "the reply does not include the answer"),
     # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
     ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
      "share 1 word with"),

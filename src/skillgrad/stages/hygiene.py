@@ -84,10 +84,13 @@ Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding"
 _ANSWER = r"(?:the|an|any|each|every)\s+(?:expected\s+|correct\s+|gold\s+|reference\s+|right\s+)?answers?\b"
 # The agent's reply as a noun ("your reply", "the response"): "Reply with the answer" is an
 # instruction, "compare your reply with the answer" a comparison with the unseen reference.
-_REPLY = r"\b(?:your|the|its|each|every)\s+(?:reply|replies|response|responses|output|answer|answers)\b"
+# ("the agent's reply": the optimizer's view of the agent, written as if to someone else.)
+_REPLY = (r"\b(?:your|the|its|each|every|(?:the\s+)?(?:agent|assistant|model)'s)\s+"
+          r"(?:reply|replies|response|responses|output|answer|answers)\b")
 _UNSEEN: tuple[re.Pattern[str], ...] = (
-    re.compile(_REPLY + r"[^.;:!?]{0,80}?\b(?:with|than|to|as|match(?:es)?|equals?)\s+"
-               + _ANSWER, re.IGNORECASE),
+    re.compile(_REPLY + r"[^.;:!?]{0,80}?\b(?:with|than|to|as|match(?:es)?|equals?|"
+               r"contains?|includes?)\s+(?:(?!only\b|just\b)\w+\s+){0,2}?" + _ANSWER,
+               re.IGNORECASE),  # "contains only the answer" is a form, not a comparison
     re.compile(r"\bif\s+(?:your|the|its)\s+(?:reply|response|answer|output)\s+(?:is|was)\s+"
                r"(?:not\s+)?(?:incorrect|wrong|correct|right)\b", re.IGNORECASE),
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
