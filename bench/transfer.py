@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = transfer(args.config, args.models, args.set, args.seeds, args.out, args.key)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "transfer.json").write_text(json.dumps(result, indent=2) + "\n")
-    console = Console()
+    console = Console(width=max(Console().width, 140))  # model names whole, one line a row
     console.print(table(result))
     for name, lines in result["added_lines"].items():
         console.print(f"learned on {name}: " + ("; ".join(lines) or "(no line added)"),

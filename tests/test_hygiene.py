@@ -372,6 +372,9 @@ def test_leaking_edits_are_refused_before_rollout_and_the_clean_one_is_learned(
             if re.search(r"quotes the gold answer of training item 't\d+': '\d{4}'", r)]
     feedback = [r for r in refused if "copies the scorer's feedback" in r]
     assert gold and feedback and len(gold) + len(feedback) == len(refused)
+    # A refused rule the analyst wrote again when asked once more is reported once.
+    texts = [o["edit"]["content"] for o in report if o["status"] == "refused"]
+    assert len(texts) == len(set(texts))
     # Each analyst whose reply was refused in part was asked once more, told why.
     first = read_jsonl(step / "calls.jsonl")
     again = [c["request"]["messages"] for c in first if c["request"]["kind"] == "analyst_failure"

@@ -102,7 +102,8 @@ def test_show_gives_each_edit_its_outcome_and_the_gate_its_reason(runs: dict[str
     proc = cli("show", str(runs["mixed"]), env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())  # as if unwrapped
-    assert "(2 times): refused before rollout: quotes the gold answer of training" in text
+    assert ": refused before rollout: quotes the gold answer of training" in text
+    assert "(2 times)" not in text  # written again when its analyst was asked once more: once
     assert f'replace "{FUZZY_ANCHOR}": applied fuzzily, the anchor matched "Answer the ' \
            f'question about the item."' in text
     assert f'insert_after "{MISSING_ANCHOR}": skipped: anchor not found' in text

@@ -48,6 +48,7 @@ from skillgrad.stages.hygiene import (
     Evidence,
     added_text,
     clean_items,
+    distinct,
     find_quote,
 )
 from skillgrad.stages.render import one_line
@@ -208,7 +209,7 @@ def aggregate_stage(
             refusal = refusal or (quote.reason() if quote else None)
             documents.append(Document(p.minibatch, text, refusal))
         return Proposal(candidate=skill, documents=tuple(documents), n_proposed=len(patches))
-    first = [r for p in patches for r in p.refused]  # what the analysts were refused
+    first = distinct(r for p in patches for r in p.refused)  # what the analysts were refused
     if settings.mode == "rewrite_from_suggestions":
         items, refused = clean_items(fold_suggestions(patches), evidence, skill)
         return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),

@@ -554,6 +554,19 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     return Cleaned(head + rest, tuple(removed))
 
 
+def distinct(refused: Iterable[Refused]) -> list[Refused]:
+    """Each refused text once (the first refusal of it): an analyst asked once more, or
+    another minibatch's, often writes the same rule again."""
+    seen: set[str] = set()
+    out = []
+    for r in refused:
+        said = r.item.description if isinstance(r.item, Suggestion) else r.item.content
+        if said not in seen:
+            seen.add(said)
+            out.append(r)
+    return out
+
+
 def clean_items(
     items: Sequence[Edit | Suggestion], evidence: Evidence, skill: str = ""
 ) -> tuple[list[Edit | Suggestion], list[Refused]]:

@@ -35,7 +35,7 @@ from skillgrad.records import (
     Suggestion,
     Task,
 )
-from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, clean_items
+from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, clean_items, distinct
 from skillgrad.stages.render import (
     render_breakdown,
     render_contrast,
@@ -187,7 +187,7 @@ def analyse(
         if again.value is not None:
             reply = again
             items, later = clean_items(_items(reply.value, len(batch)), evidence, skill)
-            refused += later
+            refused = distinct([*refused, *later])  # the same rule written again: once
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -226,11 +226,12 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, st
     return out
 
 
-def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = ()) -> str:
-    def text(item: Edit | Suggestion) -> str:
-        return item.description if isinstance(item, Suggestion) else item.content
+def _text(item: Edit | Suggestion) -> str:
+    return item.description if isinstance(item, Suggestion) else item.content
 
-    listed = [f"- {text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
+
+def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = ()) -> str:
+    listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
     listed += [f"- {e.content!r}: changes nothing in the skill ({why})" for e, why in idle]
     return ("Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
             "work on tasks it has never seen, and an edit must change what the agent does. Say "
