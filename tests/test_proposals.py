@@ -173,6 +173,12 @@ def test_a_rule_becomes_an_appended_bullet() -> None:
     ("Reply with the expected answer only.", "- Reply with the answer only."),
     ("Expected answers are short: keep yours short.", "- The answers are short: keep yours short."),
     ("Give an expected answer without extra words.", "- Give the answer without extra words."),
+    # Proposed on WebShop, whose expected answer is a product: what the request asks for.
+    ("Before you answer, ensure that the search query includes the expected product "
+     "attributes.", "- Before you answer, ensure that the search query includes the requested "
+     "product attributes."),
+    ("The expected cell is B2; an expected value holds units.",
+     "- The requested cell is B2; a requested value holds units."),
 ])
 def test_a_rule_speaks_of_the_answer_not_the_expected_answer(rule: str, content: str) -> None:
     # The agent never sees an expected answer: a rule is put in the words it knows.

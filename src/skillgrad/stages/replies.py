@@ -98,13 +98,19 @@ def split_rules(rule: str) -> list[str]:
 
 # The rules prompt calls the reference "the expected answer"; the agent only knows its answer.
 _EXPECTED = re.compile(r"\b(?:(?:the|an) )?expected (answers?)\b", re.I)
+# Of anything else ("the expected product attributes", a reference of a multi-turn task), what
+# the agent knows is what its request asks for.
+_EXPECTED_OTHER = re.compile(r"\b(the|an?) expected (?=\w)", re.I)
 
 
 def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
     """A plain rule as the edit it deterministically becomes: one bullet at the skill's end,
-    with the prompt's "expected answer" put in the agent's words ("the answer")."""
+    with the prompt's "expected answer" put in the agent's words ("the answer"), and any
+    other "expected" thing in the request's ("the requested product attributes")."""
     text = " ".join(rule.split()).removeprefix("- ").strip()
     text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
+    text = _EXPECTED_OTHER.sub(lambda m: _cased(
+        "the requested " if m.group(1).lower() == "the" else "a requested ", m.group(0)), text)
     return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
 
 
