@@ -210,7 +210,7 @@ def test_a_missing_embedded_model_stops_before_the_run_starts(tmp_path: Path) ->
 
 
 def test_dash_h_is_help_for_every_command() -> None:
-    from tests.e2e import cli
+    from e2e import cli
 
     for args in (["-h"], ["train", "-h"], ["sleep", "-h"], ["config", "check", "-h"]):
         proc = cli(*args)
@@ -221,7 +221,7 @@ def test_train_dry_run_plans_calls_and_cost_and_calls_nothing(tmp_path: Path) ->
     import yaml
     from conftest import toy_config
 
-    from tests.e2e import cli
+    from e2e import cli
 
     cfg = toy_config(tmp_path, model={
         "target": {"backend": "scripted", "replies": [], "prices": {"prompt": 1.0,
