@@ -16,7 +16,7 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task, render_expected
 from skillgrad.settings import sample_temperature
-from skillgrad.stages.render import compare_reply, render_contrast
+from skillgrad.stages.render import compare_reply, reason_clauses, render_contrast
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 from skillgrad.trainer import build_trainer
 
@@ -161,6 +161,42 @@ def test_render_contrast_shows_the_route_of_a_multi_turn_episode() -> None:
             "click[size 9]\n") in text
     single = result.model_copy(update={"messages": messages[:3]})
     assert "turns before the reply" not in render_contrast([single], {"w": task}, 1600)
+
+
+def test_an_episode_with_no_answer_to_compare_shows_what_went_wrong_counted() -> None:
+    """A purchase (or a workbook) is no answer to set the reply beside: the analyst sees the
+    environment's account of each episode, and its parts counted over the batch, where
+    "shares no word" would have said nothing."""
+    def episode(task_id: str, reason: str) -> RolloutResult:
+        messages = [Message(role="system", content="SKILL"),
+                    Message(role="user", content=f"Instruction: buy {task_id}")]
+        for action in ("search[shoes]", "click[Next >]", "click[Next >]"):
+            messages += [Message(role="assistant", content=action),
+                         Message(role="user", content="page")]
+        return RolloutResult(task_id=task_id, answer="search[shoes] ; click[Next >] ; "
+                             "click[Next >]", hard=0.0, soft=0.0, messages=messages,
+                             turns=3, reason=reason)
+    batch = [episode("a", "no purchase within 8 turns (Buy Now was never clicked); searched 1 "
+                          "times (first: 'shoes'); never opened an item; 3 of 8 actions were "
+                          "invalid (e.g. '(no action)')"),
+             episode("b", "no purchase within 8 turns (Buy Now was never clicked); searched 1 "
+                          "times (first: 'boots'); never opened an item; 2 of 8 actions were "
+                          "invalid (e.g. 'Next >')"),
+             episode("c", "bought the wrong size")]
+    tasks = {t: Task(id=t, prompt="buy", reference={"asin": "B0X", "attributes": ["red"]})
+             for t in "abc"}
+    text = render_contrast(batch, tasks, 1600)
+    head = text.split("\n\n")[0].splitlines()
+    assert head == ["- 2 of 3 episodes: no purchase within 8 turns",
+                    "- 2 of 3 episodes: searched 1 times",
+                    "- 2 of 3 episodes: never opened an item",
+                    "- 2 of 3 episodes: N of N actions were invalid (N varies)"]
+    assert ("What went wrong: no purchase within 8 turns (Buy Now was never clicked); searched 1 "
+            "times (first: 'shoes')") in text
+    assert "What went wrong: bought the wrong size" in text
+    assert "Its reply: click[Next >]\n" in text
+    assert "as read from the reply" not in text  # the route already shows the actions
+    assert reason_clauses("a (b (c)); d") == {"a": "a", "d": "d"}
 
 
 def test_a_rule_becomes_an_appended_bullet() -> None:

@@ -51,8 +51,12 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
     """Failed tasks as ``proposal_form: rules`` shows them: the end of the task, the tools the
     agent called, its final reply (and the answer read from it), the expected answer (from the task's reference) and how
     the two relate (:func:`compare_reply`, counted over the batch first), without the
-    scorer's wording, so that what differs is seen rather than read."""
+    scorer's wording, so that what differs is seen rather than read. Where the reference is no
+    answer to set the reply beside (a purchase, a workbook), the environment's account of what
+    went wrong is shown instead, and its parts are counted over the batch."""
     parts, relations = [], []
+    accounts: Counter[str] = Counter()
+    worded: dict[str, str] = {}  # a kind of failure, in its episodes' words where they agree
     for n, r in enumerate(batch, 1):
         shown = [m.text() for m in r.messages if m.role == "user"]
         lines = [f"### Task {n}", clip_head(shown[0] if shown else "", max_chars // 6)]
@@ -70,25 +74,59 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         task = tasks.get(r.task_id)
         reference = task.reference if task is not None else None
         expected = render_expected(reference) or "(not given)"
+        alternatives = _alternatives(reference)
         final = next((m.text() for m in reversed(r.messages)
                       if m.role == "assistant" and m.text().strip()), "")
         if final.strip() and final.strip() != r.answer.strip():  # the work, then what was read
             lines.append(f"Its reply: {clip_middle(final.strip(), max_chars // 2)}")
-            lines.append(f"Its answer, as read from the reply: {clip_middle(r.answer, 300)}")
+            if alternatives or len(said) < 2:  # (a route's actions read back add nothing)
+                lines.append(f"Its answer, as read from the reply: {clip_middle(r.answer, 300)}")
         else:
             lines.append(f"Its reply: {clip_middle(r.answer or '(none)', 300)}")
         lines.append(f"Expected: {clip_middle(expected, 300)}")
         note = agent_note(r)
         if note:
             lines.append(note)
-        kind, relation = compare_reply(r.answer, _alternatives(reference))
+        kind, relation = compare_reply(r.answer, alternatives)
         if kind:
             lines.append(f"So: its reply {relation}.")
             relations.append(kind)
+        elif not alternatives and r.reason.strip():
+            # No answer to set the reply beside (a purchase, a workbook, a room's state): the
+            # environment's account of the episode is what tells the route from the goal.
+            lines.append(f"What went wrong: {clip_middle(one_line(r.reason, 400), 400)}")
+            for kind, clause in reason_clauses(r.reason).items():
+                accounts[kind] += 1
+                worded[kind] = (clause if worded.get(kind, clause) == clause
+                                else f"{kind} (N varies)")
         parts.append("\n".join(lines) + "\n")
     kinds = Counter(relations).most_common(3)
     head = "".join(f"- {n} of {len(batch)} replies {kind}\n" for kind, n in kinds)
+    common = [(kind, n) for kind, n in accounts.most_common(4) if n > 1 or len(batch) == 1]
+    head += "".join(f"- {n} of {len(batch)} episodes: {worded[kind]}\n" for kind, n in common)
     return (head + "\n" if head else "") + "\n".join(parts)
+
+
+def reason_clauses(reason: str) -> dict[str, str]:
+    """The parts of an environment's failure reason ("no purchase within 8 turns (…); never
+    opened an item; 3 of 8 actions were invalid (e.g. '…')"), without their parenthesised
+    detail, each keyed by its kind (its particulars blanked, :func:`reason_kind`), so that
+    episodes that failed the same way count together."""
+    clauses, depth, start = [], 0, 0
+    for i, ch in enumerate(reason + ";"):
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth <= 0:
+            clauses.append(reason[start:i])
+            start, depth = i + 1, 0
+    out: dict[str, str] = {}
+    for clause in clauses:
+        bare = clause
+        while (shorter := re.sub(r"\s*\([^()]*\)", "", bare)) != bare:  # nested ones too
+            bare = shorter
+        bare = bare.strip(" .")
+        if bare:
+            out.setdefault(reason_kind(bare), bare)
+    return out
 
 
 def agent_note(result: RolloutResult) -> str:
