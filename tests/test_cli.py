@@ -220,7 +220,6 @@ def test_dash_h_is_help_for_every_command() -> None:
 def test_train_dry_run_plans_calls_and_cost_and_calls_nothing(tmp_path: Path) -> None:
     import yaml
     from conftest import toy_config
-
     from e2e import cli
 
     cfg = toy_config(tmp_path, model={

@@ -244,9 +244,9 @@ def test_real_target_answers_a_task_and_follows_the_skill(real_model) -> None:  
 def test_the_speed_is_measured_and_the_dry_run_bounds_the_time(real_model,  # type: ignore[no-untyped-def]
                                                                   tmp_path: Path) -> None:
     from conftest import toy_config
+    from e2e import cli
 
     from skillgrad.plan import Plan, time_bound
-    from e2e import cli
 
     prompt_rate, generation_rate = real_model.measure_speed()
     assert 5 < prompt_rate < 100_000 and 1 < generation_rate < 10_000
