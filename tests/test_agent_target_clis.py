@@ -124,3 +124,37 @@ def test_an_agent_cli_as_the_optimizer_answers_in_json_without_tools(tmp_path: P
     assert json.loads(done.text) == {"edits": [{"op": "append", "content": "- Count with ls."}]}
     assert served and all(not c["request"].get("tools") for c in served)
     assert done.trace is not None and done.trace.skill_loaded is None
+
+
+def test_a_real_agent_reads_a_reference_file_of_its_skill_package(tmp_path: Path) -> None:
+    """A skill package is placed as its folder: the agent loads SKILL.md, which sends it to
+    references/count.md, and reads that file where the CLI keeps the skill."""
+    from skillgrad.package import join_package
+
+    body = "- Count the files as references/count.md says (rule 7731).\n"
+    skill = join_package(f"---\nname: {NAME}\ndescription: {DESCRIPTION}\n---\n\n{body}",
+                         {"references/count.md": "Count with `ls -1 | wc -l` (rule 9913).\n"})
+    codex = AGENT_CLIS["codex"]
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(json.dumps({"model": {"target": {
+        "backend": "scripted",
+        "rules": [{"when": "rule 9913", "reply": ANSWER},
+                  {"when": "rule 7731", "reply": {"tool_calls": [codex.shell_call(
+                      f'cat "$CODEX_HOME/skills/{NAME}/references/count.md"')]}},
+                  {"when": DESCRIPTION, "reply": {"tool_calls": [_load_call("codex")]}}],
+        "default": "The skill was not listed."}}}))
+    options = AgentOptions(cli="codex", binary=agentcli.binary(codex.binary), serve=serve,
+                           placement="skill", timeout=170)  # type: ignore[arg-type]
+    model = AgentBackend.create(options, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        done = model.complete(ChatRequest(messages=(Message(role="system", content=skill),
+                                                    Message(role="user", content=QUESTION)),
+                                          workspace=str(work)))
+    finally:
+        model.close()
+    assert done.text == ANSWER, done  # only the reference file holds rule 9913
+    assert done.trace is not None and done.trace.skill_loaded is True
+    outputs = [m.text() for m in done.trace.messages if m.role == "tool"]
+    assert any("rule 9913" in o for o in outputs), outputs

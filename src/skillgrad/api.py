@@ -53,9 +53,9 @@ from skillgrad.envs.memory import (
 )
 from skillgrad.errors import ConfigError, DataError, RunDirError
 from skillgrad.models.base import ChatModel
+from skillgrad.package import read_skill
 from skillgrad.records import StepRecord
 from skillgrad.rundir import RunDir
-from skillgrad.skill import read_skill_file
 from skillgrad.tracking import tracker_callbacks
 from skillgrad.trainer import Trainer
 
@@ -348,7 +348,7 @@ def _raw_config(config: Mapping[str, Any], roles: dict[str, dict[str, Any]],
 
 def _skill_text(value: Any) -> str:
     if isinstance(value, Path):
-        return read_skill_file(value)
+        return read_skill(value)
     if not isinstance(value, str):
         raise ConfigError(f"optimize(initial_skill=...): expected the skill's text (a str) or a "
                           f"Path to a skill file, got {type(value).__name__}")

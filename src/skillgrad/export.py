@@ -48,6 +48,7 @@ from skillgrad.files import read_optional, replace_keeping_mode
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
+from skillgrad.package import split_package
 from skillgrad.rundir import RunDir
 from skillgrad.skill import protected_spans, remove_span
 
@@ -97,13 +98,17 @@ def write_export(skill_text: str, fmt: Format, out: Path, *, name: str, descript
     ``SKILL.md``, keeping a backup beside it."""
     if fmt not in FORMATS:
         raise ExportError(f"format {fmt!r}: not a format (allowed: {', '.join(FORMATS)})")
-    front, body = skill_parts(skill_text, keep_blocks)
+    package = split_package(skill_text)
+    front, body = skill_parts(package.main, keep_blocks)
     front = {**front, "name": name, "description": description}
     warnings = tuple(check_skill(front, body))
     if fmt == "skill-folder":
-        done = _write_skill_folder(render_skill(front, body), Path(out), name, force)
+        done = _write_skill_folder(render_skill(front, body), Path(out), name, force,
+                                   dict(package.files))
     else:
-        done = _write_section(Path(out), name, _section(name, description, body))
+        files = "".join(f"\n## {path}\n\n{demote(text.strip(), 3).strip()}\n"
+                        for path, text in package.files.items())
+        done = _write_section(Path(out), name, _section(name, description, body + files))
     return replace(done, warnings=warnings)
 
 
@@ -255,7 +260,12 @@ def install_skill(skill_text: str, agent: AgentName, *, name: str, description: 
                         keep_blocks=keep_blocks, force=force)
 
 
-def _write_skill_folder(text: str, root: Path, name: str, force: bool) -> Exported:
+def _write_skill_folder(text: str, root: Path, name: str, force: bool,
+                        files: Mapping[str, str] | None = None) -> Exported:
+    """Write ``SKILL.md`` (``text``) and the package's other ``files`` into ``root/name``. A
+    folder that already holds exactly these is left alone; one that holds something else is
+    replaced only with ``force``, each file it changes kept as a backup beside it."""
+    files = dict(files or {})
     if root.exists() and not root.is_dir():
         raise ExportError(f"{root}: is a file; skill folders go into a folder")
     folder = root / name
@@ -264,7 +274,9 @@ def _write_skill_folder(text: str, root: Path, name: str, force: bool) -> Export
         raise ExportError(f"{folder}: is a file, not a skill folder; remove it or give another "
                           "--name")
     existing = _read(path)
-    if existing == text.encode("utf-8"):
+    others = {rel: _read(folder / rel) for rel in files}
+    same_others = all(others[rel] == body.encode("utf-8") for rel, body in files.items())
+    if existing == text.encode("utf-8") and same_others:
         return Exported(path, changed=False)
     if existing is None and folder.is_dir() and any(folder.iterdir()) and not force:
         raise ExportError(f"{folder}: exists and holds no {SKILL_FILE}, so it is not a skill "
@@ -272,7 +284,13 @@ def _write_skill_folder(text: str, root: Path, name: str, force: bool) -> Export
     if existing is not None and not force:
         raise ExportError(f"{path}: a different skill named {name!r} is there; give --force to "
                           "replace it (a backup is kept beside it), or another --name")
-    backup = _backup(path) if existing is not None else None
+    backup = _backup(path) if existing not in (None, text.encode("utf-8")) else None
+    for rel, body in files.items():
+        target = folder / rel
+        if others[rel] is not None and others[rel] != body.encode("utf-8"):
+            _backup(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _write_file(target, body)
     _write_file(path, text)
     return Exported(path, changed=True, backup=backup)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from skillgrad.models.messages import Message, Usage
 
@@ -93,6 +93,18 @@ class Edit(Record):
     content: str = ""
     support: int = 1
     rationale: str = ""
+    # The file of a skill package it changes: "" is SKILL.md for an append, and the file its
+    # anchor is found in otherwise. An append to a path the package lacks creates that file;
+    # a delete with no anchor removes it. Left out of the record when empty, so a single-file
+    # skill's records read as they always have.
+    file: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_file(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not self.file:
+            data.pop("file", None)
+        return data
 
 
 SuggestionType = Literal["add_rule", "remove_rule", "merge_rules", "reorganize", "compress",

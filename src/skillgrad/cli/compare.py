@@ -81,13 +81,13 @@ def _score_skills(config: Path, overrides: list[str], labels: list[str],
     from skillgrad.cli.config import compat_lines
     from skillgrad.config import load_config
     from skillgrad.evaluate import evaluate_skill
+    from skillgrad.package import read_skill
     from skillgrad.runview import priced_roles, skill_column
-    from skillgrad.skill import read_skill_file
 
     resolved = load_config(config, overrides)
     for line in compat_lines(resolved):
         typer.echo(line, err=True)
-    texts = [read_skill_file(p) for p in paths]  # every file checked before any model call
+    texts = [read_skill(p) for p in paths]  # every file checked before any model call
     priced = priced_roles(resolved.resolved()) or set()
     fingerprint = resolved.fingerprint()
     columns = []

@@ -217,14 +217,15 @@ def eval_(
     """Score a skill (--skill FILE, --initial or --no-skill) on one split and write
     eval_summary.json."""
     from skillgrad.evaluate import evaluate_skill
-    from skillgrad.skill import read_skill_file, skill_hash
+    from skillgrad.package import read_skill
+    from skillgrad.skill import skill_hash
 
     if split not in ("train", "val", "test"):
         raise SkillgradError(f"--split: {split!r} is not a split (allowed: train, val, test)")
     if (skill is not None) + initial + no_skill != 1:
         raise SkillgradError("eval: give exactly one of --skill FILE, --initial or --no-skill")
     resolved = _load(config, set_)
-    text = read_skill_file(skill) if skill is not None else "" if no_skill else None
+    text = read_skill(skill) if skill is not None else "" if no_skill else None
     label = "initial" if text is None else "no-skill" if no_skill else skill_hash(text)[:8]
     folder = out or Path("runs") / f"eval-{config.stem}-{split}-{label}"
     try:

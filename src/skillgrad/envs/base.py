@@ -34,7 +34,8 @@ class EnvCommon(BaseModel):
 
     name: str = "qa"
     skill_init: Path | None = Field(
-        default=None, description="initial skill file; default: the environment's own"
+        default=None, description=("initial skill: a file, or an Agent Skills folder (SKILL.md "
+                                   "and the files beside it); default: the environment's own")
     )
     split_mode: Literal["ratio", "split_dir"] = "ratio"
     split_dir: Path | None = None

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, ClassVar, Generic, TypeVar, cast
 
 from skillgrad.envs.base import SPLITS, EnvCommon, EnvOptions, Split
 from skillgrad.errors import ConfigError, DataError
-from skillgrad.skill import read_skill_file
+from skillgrad.package import read_skill
 
 log = logging.getLogger(__name__)
 
@@ -464,5 +464,5 @@ class SplitTasksMixin(Generic[OptionsT]):
 
     def initial_skill(self) -> str:
         if self.skill_path is not None:
-            return read_skill_file(self.skill_path)
+            return read_skill(self.skill_path)
         return shipped_skill(self.SKILL_PACKAGE)

@@ -56,6 +56,7 @@ from skillgrad.models.base import non_text_parts, refuse_tools
 from skillgrad.models.command import stop_group, task_text
 from skillgrad.models.messages import ChatRequest, Completion, Usage
 from skillgrad.models.served import ServedModel
+from skillgrad.package import split_package
 from skillgrad.redact import masked_values, redact_text
 
 __all__ = ["AgentBackend", "AgentModel", "AgentOptions"]
@@ -215,8 +216,12 @@ class AgentModel:
         return env
 
     def _place(self, skill: str, home: Path) -> str:
-        """Write the skill where the CLI reads it; the skill's name."""
+        """Write the skill where the CLI reads it; the skill's name. A skill package is placed
+        as its folder: ``SKILL.md`` and the files beside it (in the memory file, its body
+        and then each file under a heading of its path)."""
         opts = self._options
+        package = split_package(skill)
+        skill = package.main
         front, body = split_front_matter(skill)
         name = str(front.get("name") or opts.skill_name)
         front = {"name": name, "description": front.get("description") or opts.description}
@@ -227,10 +232,15 @@ class AgentModel:
             path = home / self._preset.skills / name / "SKILL.md"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render_skill(front, body), encoding="utf-8")
+            for rel, text in package.files.items():
+                (path.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+                (path.parent / rel).write_text(text, encoding="utf-8")
         if opts.placement in ("instructions", "both"):
             path = home / self._preset.memory
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"# {name}\n\n{body.strip()}\n", encoding="utf-8")
+            files = "".join(f"\n## {rel}\n\n{text.strip()}\n"
+                            for rel, text in package.files.items())
+            path.write_text(f"# {name}\n\n{body.strip()}\n{files}", encoding="utf-8")
         return name
 
     def _run(self, task: str, work: Path, home: Path, env: dict[str, str]) -> str:

@@ -134,9 +134,9 @@ class SleepEnvironment:
 
 
 def _read_skill(path: Path, base_dir: Path) -> str:
-    from skillgrad.skill import read_skill_file
+    from skillgrad.package import read_skill
 
-    return read_skill_file(path if path.is_absolute() else base_dir / path)
+    return read_skill(path if path.is_absolute() else base_dir / path)
 
 
 def _judge_model(options: SleepOptions, base_dir: Path) -> ChatModel | None:

@@ -12,6 +12,8 @@ Guarantees (what makes the step *bounded*):
   content is passed through ``neutralise_markers``, and an edit after which the blocks differ
   in any way is skipped.
 * ``append`` lands before any protected blocks that end the document, so they stay at the end.
+* In a skill package (``package.py``) each edit lands inside one file, never across the line
+  that separates two files; an edit can create a file or remove one.
 * A skill that opens with Agent Skills front matter keeps it valid: its ``description`` (when
   an agent loads the skill) is trained like the body, but an edit after which the front matter
   no longer parses, breaks a rule of the format (a description of 1-1,024 characters, ...)
@@ -34,6 +36,7 @@ from difflib import SequenceMatcher
 from typing import Literal
 
 from skillgrad.agentskills import SkillFileError, errors_of, parse_skill, validate_skill
+from skillgrad.package import MAIN, check_path, is_package, join_package, split_package
 from skillgrad.records import ApplyReport, Edit, EditOutcome
 from skillgrad.skill import Block, neutralise_markers, protected_spans, remove_span
 
@@ -78,11 +81,70 @@ def apply_edits(
     """
     if not 0.0 <= fuzzy_threshold <= 1.0:
         raise ValueError(f"fuzzy_threshold must be in [0, 1], got {fuzzy_threshold}")
+    if is_package(skill) or any(e.file and e.file != MAIN for e in edits):
+        return _apply_to_package(skill, edits, fuzzy_threshold)
     outcomes = []
     for index, edit in enumerate(edits):
         skill, outcome = _apply_one(skill, index, edit, fuzzy_threshold)
         outcomes.append(outcome)
     return skill, ApplyReport(outcomes=tuple(outcomes))
+
+
+def _apply_to_package(text: str, edits: Sequence[Edit],
+                      threshold: float) -> tuple[str, ApplyReport]:
+    """``apply_edits`` on a skill package: each edit lands in one file, the one it names, else
+    SKILL.md for an append and the first file (SKILL.md first, then by path) where its anchor
+    is found. An append to a path the package lacks creates the file; a delete with no anchor
+    removes the file it names. A file's line in the package text is never an edit's to touch."""
+    package = split_package(text)
+    files = {MAIN: package.main, **package.files}
+    outcomes = []
+    for index, edit in enumerate(edits):
+        path, skip = _file_for(files, edit, threshold)
+        if skip is not None:
+            outcomes.append(EditOutcome(index=index, edit=edit, status="skipped", reason=skip))
+            continue
+        if path not in files:  # an append that creates a file
+            content = _clean(edit.content)
+            if not content:
+                outcomes.append(EditOutcome(index=index, edit=edit, status="skipped",
+                                            reason="empty content"))
+                continue
+            files[path] = content + "\n"
+            outcomes.append(EditOutcome(index=index, edit=edit, status="applied"))
+            continue
+        if edit.op == "delete" and not edit.anchor.strip() and path != MAIN:
+            del files[path]
+            outcomes.append(EditOutcome(index=index, edit=edit, status="applied"))
+            continue
+        files[path], outcome = _apply_one(files[path], index, edit, threshold)
+        outcomes.append(outcome)
+    main = files.pop(MAIN)
+    return join_package(main, files), ApplyReport(outcomes=tuple(outcomes))
+
+
+def _file_for(files: dict[str, str], edit: Edit, threshold: float) -> tuple[str, str | None]:
+    """The file of the package ``edit`` changes, or why it has none (the reason of a skip)."""
+    if edit.file:
+        problem = None if edit.file == MAIN else check_path(edit.file)
+        if problem:
+            return edit.file, f"not a file of the package: {problem}"
+        if edit.file not in files and edit.op != "append":
+            return edit.file, f"no file {edit.file} in the skill package"
+        return edit.file, None
+    if edit.op == "append":
+        return MAIN, None
+    anchor = edit.anchor.strip()
+    exact = [path for path, body in files.items() if anchor and anchor in body]
+    if exact:  # where the anchor is, as written, before any tolerant match elsewhere
+        return exact[0], None
+    for path, body in files.items():
+        try:
+            _locate(body, edit.anchor, threshold)
+        except _Skip:
+            continue
+        return path, None
+    return MAIN, None  # not found anywhere: SKILL.md's attempt reports why
 
 
 def _apply_one(text: str, index: int, edit: Edit, threshold: float) -> tuple[str, EditOutcome]:
@@ -147,7 +209,7 @@ def _described(text: str, match: _Match | None) -> tuple[str | None, float | Non
 
 def _clean(content: str) -> str:
     """Neutralised content without leading blank lines or trailing whitespace ("" if blank)."""
-    content = neutralise_markers(content)
+    content = neutralise_markers(content).replace("<!-- skillgrad:file", "<!- - skillgrad:file")
     return re.sub(r"\A(?:[ \t]*\n)+", "", content).rstrip() if content.strip() else ""
 
 

@@ -1,0 +1,220 @@
+"""Skill packages: an Agent Skills folder carried as one text through training."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import toy
+from conftest import toy_config
+from e2e import cli
+
+from skillgrad.config import load_config
+from skillgrad.errors import DataError
+from skillgrad.package import (
+    MAIN,
+    file_marker,
+    is_package,
+    join_package,
+    read_folder,
+    read_skill,
+    split_package,
+    write_folder,
+)
+from skillgrad.records import Edit
+from skillgrad.skill import skill_hash
+from skillgrad.stages.update import apply_edits
+from skillgrad.testing import scripted_optimizer
+from skillgrad.trainer import build_trainer
+
+SKILL = "---\nname: dates\ndescription: Formats dates. Use when asked for a date.\n---\n" \
+        "# Dates\n\nRead references/format.md before you answer.\n"
+FORMAT = "# Format\n\nWrite dates as YYYY-MM-DD.\n"
+
+
+def make_folder(root: Path) -> Path:
+    folder = root / "dates"
+    (folder / "references").mkdir(parents=True)
+    (folder / "scripts").mkdir()
+    (folder / MAIN).write_text(SKILL)
+    (folder / "references" / "format.md").write_text(FORMAT)
+    (folder / "scripts" / "check.py").write_text("print('ok')")  # no final newline
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: x\n")
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "check.cpython-311.pyc").write_bytes(b"\x00\x01")
+    return folder
+
+
+def test_a_folder_reads_as_one_text_and_writes_back_byte_for_byte(tmp_path: Path) -> None:
+    folder = make_folder(tmp_path)
+    text = read_folder(folder)
+    package = split_package(text)
+    assert package.main == SKILL
+    assert dict(package.files) == {"references/format.md": FORMAT,
+                                   "scripts/check.py": "print('ok')"}
+    assert text.index(file_marker("references/format.md")) < text.index(
+        file_marker("scripts/check.py"))
+    assert join_package(package.main, package.files) == text
+    out = tmp_path / "out"
+    write_folder(text, out)
+    for rel in ("SKILL.md", "references/format.md", "scripts/check.py"):
+        assert (out / rel).read_bytes() == (folder / rel).read_bytes(), rel
+    assert not (out / ".git").exists() and not (out / "__pycache__").exists()
+    assert read_folder(out) == text
+    assert (folder / MAIN).read_text() == SKILL  # only read, never changed
+
+
+def test_a_single_file_skill_is_a_package_of_one_file_with_the_same_hash(tmp_path: Path) -> None:
+    path = tmp_path / "skill.md"
+    path.write_text(SKILL)
+    assert read_skill(path) == SKILL and not is_package(SKILL)
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / MAIN).write_text(SKILL)
+    assert read_skill(folder) == SKILL  # the same text, so the same hash and the same replays
+    assert skill_hash(read_skill(folder)) == skill_hash(SKILL)
+    package = split_package(SKILL)
+    assert package.main == SKILL and not package.files
+
+
+def test_the_hash_covers_paths_and_contents() -> None:
+    base = join_package(SKILL, {"references/format.md": FORMAT})
+    moved = join_package(SKILL, {"references/formats.md": FORMAT})
+    changed = join_package(SKILL, {"references/format.md": FORMAT + "More.\n"})
+    assert len({skill_hash(base), skill_hash(moved), skill_hash(changed)}) == 3
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda f: (f / MAIN).unlink(), "a skill folder holds SKILL.md, and this one does not"),
+    (lambda f: (f / "assets").mkdir() or (f / "assets" / "logo.png").write_bytes(b"\x89PNG\x00"),
+     "logo.png: a binary file"),
+    (lambda f: (f / "references" / "bad.md").write_bytes(b"caf\xe9"), "not valid UTF-8"),
+    (lambda f: (f / "references" / "x.md").write_text("a\n<!-- skillgrad:file y.md -->\n"),
+     "x.md: it holds a line skillgrad uses to join"),
+    (lambda f: (f / "references" / "link.md").symlink_to(f / MAIN), "link.md: a skill package"),
+    (lambda f: (f / "references" / "a b.md").write_text("x"), "each part of a path"),
+])
+def test_a_folder_that_cannot_be_trained_is_refused_naming_the_file(tmp_path: Path, make,  # type: ignore[no-untyped-def]
+                                                                    message: str) -> None:
+    folder = make_folder(tmp_path)
+    make(folder)
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        read_folder(folder)
+
+
+def test_a_package_text_with_a_bad_path_or_a_file_twice_is_refused() -> None:
+    with pytest.raises(DataError, match="twice"):
+        split_package(f"x\n{file_marker('a.md')}\n1\n{file_marker('a.md')}\n2")
+    with pytest.raises(DataError, match="plain relative path"):
+        split_package(f"x\n{file_marker('../a.md')}\n1")
+    with pytest.raises(DataError, match="main file"):
+        join_package("x", {MAIN: "y"})
+
+
+def test_edits_land_inside_one_file_of_a_package() -> None:
+    text = join_package(SKILL, {"references/format.md": FORMAT})
+    new, report = apply_edits(text, [
+        Edit(op="replace", anchor="Write dates as YYYY-MM-DD.",
+             content="Write dates as YYYY-MM-DD, with leading zeros."),
+        Edit(op="append", content="- Answer with the date only."),
+        Edit(op="insert_after", anchor="# Format", content="Dates in the question may differ."),
+    ])
+    assert [o.status for o in report.outcomes] == ["applied", "applied", "applied"]
+    package = split_package(new)
+    assert package.main.endswith("Read references/format.md before you answer.\n\n"
+                                 "- Answer with the date only.\n")  # an append: SKILL.md
+    assert package.files["references/format.md"] == (
+        "# Format\nDates in the question may differ.\n\nWrite dates as YYYY-MM-DD, with "
+        "leading zeros.\n")
+
+
+def test_an_edit_creates_or_removes_a_file_and_never_crosses_a_file_line() -> None:
+    text = join_package(SKILL, {"references/format.md": FORMAT})
+    new, report = apply_edits(text, [
+        Edit(op="append", file="references/examples.md", content="# Examples\n\n2024-01-05"),
+        Edit(op="delete", file="references/format.md"),
+        Edit(op="replace", file="references/none.md", anchor="x", content="y"),
+        Edit(op="append", file="../outside.md", content="z"),
+        Edit(op="append", content=f"{file_marker('evil.md')}\nsneaked in"),
+    ])
+    assert [o.status for o in report.outcomes] == [
+        "applied", "applied", "skipped", "skipped", "applied"]
+    assert report.outcomes[2].reason == "no file references/none.md in the skill package"
+    assert "plain relative path" in (report.outcomes[3].reason or "")
+    package = split_package(new)
+    assert dict(package.files) == {"references/examples.md": "# Examples\n\n2024-01-05\n"}
+    assert "<!- - skillgrad:file evil.md -->" in package.main  # no new file from content
+    # An anchor spanning the line between two files is found in neither, and skipped.
+    _, report = apply_edits(text, [Edit(op="delete", anchor="before you answer.\n"
+                                        + file_marker("references/format.md"))])
+    assert report.outcomes[0].status == "skipped"
+
+
+def test_a_single_file_skill_s_edits_are_unchanged() -> None:
+    edits = [Edit(op="append", content="- Be brief."),
+             Edit(op="replace", anchor="# Dates", content="# Dates and times")]
+    new, report = apply_edits(SKILL, edits)
+    assert not is_package(new) and new.endswith("- Be brief.\n")
+    assert "file" not in report.outcomes[0].edit.model_dump()  # records read as before
+
+
+# ----------------------------------------------------------------------------- end to end
+
+RULES = "# Rules\n\nAnswer with the value the context gives.\n"
+
+
+def _into_rules(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """The toy optimizer, but each rule goes under "# Rules", which only the reference holds."""
+    failing = Counter(re.findall(r"What is the (\w+) of", tasks))
+    for topic, count in sorted(failing.items(), key=lambda kv: (-kv[1], kv[0])):
+        if toy.rule(topic) not in skill:
+            return {"reasoning": f"{topic} answers carry extra words",
+                    "edits": [{"op": "insert_after", "anchor": "# Rules",
+                               "content": toy.rule(topic), "support": count}]}
+    return {"reasoning": "no pattern", "edits": []}
+
+
+package_optimizer = scripted_optimizer(_into_rules)
+
+
+def test_a_skill_folder_trains_replays_and_exports_as_a_folder(tmp_path: Path) -> None:
+    """``env.skill_init`` names a folder: it is read, never changed, trained as one package
+    (the rules land in its reference file), replayed to the same skills, and exported as an
+    Agent Skills folder with its reference."""
+    cfg = toy_config(tmp_path, model={"optimizer": {"backend": "scripted",
+                                                    "function": "test_package:package_optimizer"}},
+                     env={"skill_init": "toy-skill"})
+    folder = tmp_path / "toy-skill"
+    (folder / "references").mkdir(parents=True)
+    main = ("---\nname: toy-skill\ndescription: Answers questions about items. Use for item "
+            "questions.\n---\n" + toy.INITIAL_SKILL + "\nThe rules are in references/rules.md.\n")
+    (folder / MAIN).write_text(main)
+    (folder / "references" / "rules.md").write_text(RULES)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    summary = build_trainer(load_config(cfg), tmp_path / "run").fit()
+    assert summary["test"]["best"]["hard"] > summary["test"]["initial"]["hard"]
+    best = (tmp_path / "run" / "best_skill.md").read_text()
+    package = split_package(best)
+    assert package.main == main  # the body was not the edits' target
+    assert toy.rule("year") in package.files["references/rules.md"]
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+    replayed = tmp_path / "replayed"
+    again = build_trainer(load_config(cfg), replayed, replay=tmp_path / "run").fit()
+    assert again["test"] == summary["test"]
+    assert (replayed / "best_skill.md").read_text() == best
+    assert sorted(p.name for p in (replayed / "skills").iterdir()) == sorted(
+        p.name for p in (tmp_path / "run" / "skills").iterdir())
+
+    proc = cli("export", str(tmp_path / "run"), "--format", "skill-folder", "--out",
+               str(tmp_path / "exported"))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "exported" / "toy-skill"
+    assert (out / "references" / "rules.md").read_text() == package.files["references/rules.md"]
+    assert read_folder(out).endswith(package.files["references/rules.md"])
+    assert "skillgrad:file" not in (out / MAIN).read_text()
