@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from pathlib import Path
@@ -19,6 +20,7 @@ from skillgrad.package import (
     file_marker,
     is_package,
     join_package,
+    package_diff,
     read_folder,
     read_skill,
     split_package,
@@ -218,3 +220,24 @@ def test_a_skill_folder_trains_replays_and_exports_as_a_folder(tmp_path: Path) -
     assert (out / "references" / "rules.md").read_text() == package.files["references/rules.md"]
     assert read_folder(out).endswith(package.files["references/rules.md"])
     assert "skillgrad:file" not in (out / MAIN).read_text()
+
+    proc = cli("diff", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"--- initial \(\w+\): references/rules.md\n\+\+\+ best, step \d \(\w+\): "
+                     r"references/rules.md\n", proc.stdout), proc.stdout
+    assert f"+{toy.rule('year')}" in proc.stdout and "skillgrad:file" not in proc.stdout
+    assert "SKILL.md" not in proc.stdout  # an unchanged file shows nothing
+
+
+def test_a_package_diff_names_each_file_and_a_single_file_diff_is_as_before() -> None:
+    a = join_package(SKILL, {"references/format.md": FORMAT, "references/old.md": "x\n"})
+    b = join_package(SKILL + "- New.\n", {"references/format.md": FORMAT,
+                                           "references/new.md": "y\n"})
+    lines = package_diff(a, b, "initial", "best")
+    assert lines[:2] == ["--- initial: SKILL.md", "+++ best: SKILL.md"]
+    assert "--- initial: references/old.md" in lines and "+++ /dev/null" in lines
+    assert "--- /dev/null" in lines and "+++ best: references/new.md" in lines
+    assert not any(line.startswith(("---", "+++")) and "format.md" in line for line in lines)
+    assert package_diff(SKILL, SKILL + "- New.\n", "a", "b") == list(difflib.unified_diff(
+        SKILL.splitlines(), (SKILL + "- New.\n").splitlines(), "a", "b", lineterm=""))
+

@@ -20,6 +20,7 @@ refused in one line.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ __all__ = [
     "file_marker",
     "is_package",
     "join_package",
+    "package_diff",
     "read_folder",
     "read_skill",
     "split_package",
@@ -200,3 +202,22 @@ def read_skill(path: Path) -> str:
     text (:func:`read_folder`). Errors name the file and the problem."""
     path = Path(path)
     return read_folder(path) if path.is_dir() else read_skill_file(path)
+
+
+def package_diff(text_a: str, text_b: str, label_a: str, label_b: str,
+                 context: int = 3) -> list[str]:
+    """The unified diff of two skill versions, file by file for a package (each file's
+    header names it: ``best: references/format.md``; a file one side lacks is diffed with
+    nothing). Two single-file skills give exactly their plain unified diff."""
+    a, b = split_package(text_a), split_package(text_b)
+    if not a.files and not b.files:
+        return list(difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), label_a,
+                                         label_b, lineterm="", n=context))
+    lines: list[str] = []
+    for path in dict.fromkeys([*a.paths, *b.paths]):
+        old, new = a.file(path), b.file(path)
+        lines += difflib.unified_diff(
+            (old or "").splitlines(), (new or "").splitlines(),
+            f"{label_a}: {path}" if old is not None else "/dev/null",
+            f"{label_b}: {path}" if new is not None else "/dev/null", lineterm="", n=context)
+    return lines

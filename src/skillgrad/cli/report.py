@@ -3,7 +3,6 @@ progress bars, a line per step and per epoch update, the plan of a dry run, the 
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -168,15 +167,23 @@ def print_learned(run_dir: Path) -> None:
     """What the run learned: the lines the best skill adds to or drops from the initial one
     (the first :data:`LEARNED_LINES`; ``skillgrad diff`` has the whole diff)."""
     from skillgrad.errors import SkillgradError
+    from skillgrad.package import package_diff
     from skillgrad.runview import load_versions
 
     try:
         (_, initial), (_, best) = load_versions(run_dir, "initial", "best")
     except SkillgradError:  # a run with no best skill yet says nothing here
         return
-    changed = [line for line in difflib.unified_diff(initial.splitlines(), best.splitlines(),
-                                                     lineterm="", n=0)
-               if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()]
+    changed, old, where = [], "", ""
+    for line in package_diff(initial, best, "initial", "best", context=0):
+        if line.startswith("--- "):
+            old = line[4:].removeprefix("initial").removeprefix(": ")
+        elif line.startswith("+++ "):  # a package's lines say which file they are in
+            name = line[4:].removeprefix("best").removeprefix(": ")
+            name = old if name == "/dev/null" else name
+            where = "" if name in ("", "SKILL.md") else f"{name}: "
+        elif line[:1] in "+-" and line[1:].strip():
+            changed.append(f"{line[0]}{where}{line[1:]}")
     if not changed:
         out_console.print("learned: nothing (the best skill is the initial one)", markup=False)
         return

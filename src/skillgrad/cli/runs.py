@@ -5,7 +5,6 @@ prints the same for scripts."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import textwrap
@@ -82,14 +81,14 @@ def diff_command(
 ) -> None:
     """Print a unified diff between two skill versions of a run (initial -> best by default),
     coloured on a terminal."""
+    from skillgrad.package import package_diff
     from skillgrad.runview import load_versions
 
     if (version_a is None) != (version_b is None):
         raise SkillgradError("diff: give two versions (or none, for initial -> best)")
     (label_a, text_a), (label_b, text_b) = load_versions(run_dir, version_a or "initial",
                                                          version_b or "best")
-    lines = list(difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), label_a,
-                                      label_b, lineterm=""))
+    lines = package_diff(text_a, text_b, label_a, label_b)
     if not lines:
         typer.echo(f"{label_a} and {label_b} are the same skill", err=True)
     for line in lines:
