@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -14,7 +15,7 @@ from conftest import toy_config
 from e2e import cli
 
 from skillgrad.config import load_config
-from skillgrad.errors import DataError
+from skillgrad.errors import DataError, RunDirError
 from skillgrad.package import (
     MAIN,
     file_marker,
@@ -27,6 +28,7 @@ from skillgrad.package import (
     write_folder,
 )
 from skillgrad.records import Edit
+from skillgrad.rundir import RunDir
 from skillgrad.skill import skill_hash
 from skillgrad.stages.update import apply_edits
 from skillgrad.testing import scripted_optimizer
@@ -206,6 +208,14 @@ def test_a_skill_folder_trains_replays_and_exports_as_a_folder(tmp_path: Path) -
     assert toy.rule("year") in package.files["references/rules.md"]
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
+    stored = tmp_path / "run" / "skills"
+    assert not list(stored.glob("*.md"))  # each version is a manifest of its files' hashes
+    manifests = [json.loads(p.read_text()) for p in stored.glob("*.json")]
+    assert len(manifests) >= 2
+    assert len({m["files"]["SKILL.md"] for m in manifests}) == 1  # SKILL.md never changed...
+    blobs = list((stored / "files").iterdir())
+    assert len(blobs) == len({h for m in manifests for h in m["files"].values()})  # ...stored once
+
     replayed = tmp_path / "replayed"
     again = build_trainer(load_config(cfg), replayed, replay=tmp_path / "run").fit()
     assert again["test"] == summary["test"]
@@ -220,6 +230,13 @@ def test_a_skill_folder_trains_replays_and_exports_as_a_folder(tmp_path: Path) -
     assert (out / "references" / "rules.md").read_text() == package.files["references/rules.md"]
     assert read_folder(out).endswith(package.files["references/rules.md"])
     assert "skillgrad:file" not in (out / MAIN).read_text()
+
+    blob = next((stored / "files").iterdir())
+    blob.write_text(blob.read_text() + "tampered\n")
+    version = next(p.stem for p in stored.glob("*.json") if blob.name in p.read_text())
+    with pytest.raises(RunDirError, match="a skill package's file was modified"):
+        RunDir(tmp_path / "run").load_skill(version)
+    blob.write_text(blob.read_text().removesuffix("tampered\n"))
 
     proc = cli("diff", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr

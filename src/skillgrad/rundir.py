@@ -7,6 +7,9 @@ Layout::
       checkpoint.json      trainer state, replaced atomically after every step
       events.jsonl         append-only event log, one JSON object per line
       skills/<hash>.md     every skill version, content-addressed
+      skills/<hash>.json   a skill package's version: its files' paths and content hashes,
+                           each file once in skills/files/<hash> (an unchanged file costs
+                           nothing)
       best_skill.md        the deployable artifact
       current_skill.md     the skill training would continue from
       init/  final/        evaluation scopes: rollouts and model calls
@@ -50,6 +53,7 @@ from pydantic import BaseModel
 
 from skillgrad.errors import RunDirError
 from skillgrad.files import atomic_write_text, naming_error
+from skillgrad.package import MAIN, is_package, join_package, split_package
 from skillgrad.skill import skill_hash
 
 SCHEMA_VERSION = 1
@@ -348,21 +352,65 @@ class RunDir:
     def events(self) -> list[dict[str, Any]]:
         return read_jsonl(self.events_path)
 
+    def package_path(self, digest: str) -> Path:
+        return self.root / "skills" / f"{digest[:16]}.json"
+
+    def package_file_path(self, digest: str) -> Path:
+        return self.root / "skills" / "files" / digest[:16]
+
     def save_skill(self, text: str) -> str:
         digest = skill_hash(text)
-        path = self.skill_path(digest)
-        if not path.exists():
-            atomic_write_text(path, text)
+        if is_package(text):  # the manifest last: a version is there once its files are
+            manifest = self.package_path(digest)
+            if not manifest.exists():
+                files = {}
+                for path in (package := split_package(text)).paths:
+                    body = package.file(path) or ""
+                    files[path] = skill_hash(body)[:16]
+                    if not self.package_file_path(files[path]).exists():
+                        atomic_write_text(self.package_file_path(files[path]), body)
+                self.write_json(manifest, {"files": files})
+            return digest
+        single = self.skill_path(digest)
+        if not single.exists():
+            atomic_write_text(single, text)
         return digest
 
     def load_skill(self, digest: str) -> str:
         path = self.skill_path(digest)
+        manifest = self.package_path(digest)
         try:
+            if not path.exists() and manifest.exists():
+                return self._load_package(digest)
             text = _readable(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise RunDirError(f"{path}: skill version missing from the run directory") from None
-        if skill_hash(text) != digest:
+        if not skill_hash(text).startswith(digest):
             raise RunDirError(f"{path}: skill file was modified (content hash differs)")
+        return text
+
+    def stored_skills(self) -> list[str]:
+        """The hashes (16 characters) of the skill versions stored in the run directory."""
+        folder = self.root / "skills"
+        return sorted({p.stem for p in [*folder.glob("*.md"), *folder.glob("*.json")]})
+
+    def _load_package(self, digest: str) -> str:
+        manifest = self.package_path(digest)
+        data = read_json(manifest)
+        files = data.get("files") if isinstance(data, dict) else None
+        if not isinstance(files, dict) or MAIN not in files:
+            raise RunDirError(f"{manifest}: not a skill package's manifest (it was modified)")
+        bodies = {}
+        for path, blob in files.items():
+            target = self.package_file_path(str(blob))
+            body = _readable(target).read_text(encoding="utf-8")
+            if not skill_hash(body).startswith(str(blob)):
+                raise RunDirError(f"{target}: a skill package's file was modified (content "
+                                  "hash differs)")
+            bodies[path] = body
+        text = join_package(bodies.pop(MAIN), bodies)
+        if not skill_hash(text).startswith(digest):
+            raise RunDirError(f"{manifest}: skill package was modified (content hash differs)")
         return text
 
     # ------------------------------------------------------------------ checkpoint

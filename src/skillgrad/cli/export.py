@@ -240,18 +240,18 @@ def _named(name: str, state: Any) -> str:
 
 
 def _stored(run: RunDir) -> list[str]:
-    """The hashes of the skill versions stored in the run directory."""
+    """The hashes of the skill versions stored in the run directory (each read back and
+    checked against its hash: a modified one is refused)."""
     from skillgrad.skill import skill_hash
 
     digests = []
-    for path in sorted((run.root / "skills").glob("*.md")):
+    for stem in run.stored_skills():
         try:
-            digest = skill_hash(path.read_bytes().decode("utf-8"))
+            text = run.load_skill(stem)
         except UnicodeDecodeError:
-            raise RunDirError(f"{path}: skill file is not UTF-8 text (it was modified)") from None
-        if not digest.startswith(path.stem):
-            raise RunDirError(f"{path}: skill file was modified (content hash differs)")
-        digests.append(digest)
+            raise RunDirError(f"{run.skill_path(stem)}: skill file is not UTF-8 text (it was "
+                              "modified)") from None
+        digests.append(skill_hash(text))
     return digests
 
 
