@@ -194,3 +194,49 @@ def test_the_stage_that_lost_an_edit_is_named_in_the_step_line_and_show(
     shown = cli("show", str(toy_dir / "run")).stdout
     assert "on the way to the candidate: merge: 1 put back; update skipped 1" in " ".join(
         shown.split())
+
+
+def test_the_file_a_package_edit_names_survives_a_merge_that_leaves_it_out() -> None:
+    """Two minibatches each start a reference file of a skill package; the merge answers with
+    the edits but without their files. Each is put back in the file it was proposed for."""
+    from skillgrad.package import join_package, split_package
+    from skillgrad.stages.candidate import aggregate_stage, select_stage, update_stage
+
+    skill = join_package(SKILL, {"references/format.md": "# Format\n\nHH:MM.\n"})
+    patches = [
+        Patch(source="failure", tasks=("t1",), edits=(
+            Edit(op="append", file="references/seconds.md",
+                 content="Give seconds when the question asks for HH:MM:SS."),)),
+        Patch(source="failure", tasks=("t2",), edits=(
+            Edit(op="insert_after", anchor="# Format", content="Two digits a field."),)),
+    ]
+    seen: list[ChatRequest] = []
+
+    def small_model(request: ChatRequest) -> str:
+        seen.append(request)
+        return json.dumps({"reasoning": "merged", "edits": [
+            {"op": "append", "anchor": "", "file": "", "rationale": "r", "support": 1,
+             "content": "Give seconds when the question asks for HH:MM:SS."},
+            {"op": "insert_after", "anchor": "# Format", "file": "", "rationale": "r",
+             "support": 1, "content": "Two digits a field."}]})
+
+    settings = _settings("edits")
+    model = ScriptedModel(fn=small_model)
+    proposal = aggregate_stage(skill, patches, model, settings, requests=REQUESTS)
+    proposal = select_stage(proposal, 8, skill, model, settings,
+                            lambda doc: EvalScore(split="val", skill_hash="x", hard=0, soft=0,
+                                                  n=0, per_task={}),
+                            lambda score, doc: 0.0)
+    done = update_stage(proposal, skill, patches, lambda stage: model, settings)
+    assert "file: references/seconds.md" in seen[0].messages[-1].text()  # the merge is shown it
+    assert "PackageEditReply" in json.dumps(seen[0].json_schema)
+    merged = _merged(done)
+    assert [e.file for e in merged.edits] == ["references/seconds.md", ""]
+    assert merged.repaired == ("edit 'Give seconds when the question asks for HH:MM:SS.': the "
+                               "file the merge left out restored to the proposal's "
+                               "references/seconds.md",)
+    package = split_package(done.candidate)
+    assert package.files["references/seconds.md"] == (
+        "Give seconds when the question asks for HH:MM:SS.\n")
+    assert package.files["references/format.md"] == "# Format\nTwo digits a field.\n\nHH:MM.\n"
+    assert package.main == SKILL

@@ -258,3 +258,64 @@ def test_a_package_diff_names_each_file_and_a_single_file_diff_is_as_before() ->
     assert package_diff(SKILL, SKILL + "- New.\n", "a", "b") == list(difflib.unified_diff(
         SKILL.splitlines(), (SKILL + "- New.\n").splitlines(), "a", "b", lineterm=""))
 
+
+
+def _new_reference(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """An analyst that starts a reference file for the first failing topic."""
+    failing = Counter(re.findall(r"What is the (\w+) of", tasks))
+    for topic, count in sorted(failing.items(), key=lambda kv: (-kv[1], kv[0])):
+        if toy.rule(topic) not in skill:
+            return {"reasoning": "no file holds the rule",
+                    "edits": [{"op": "append", "anchor": "", "content": toy.rule(topic),
+                               "support": count, "file": f"references/{topic}.md"}]}
+    return {"reasoning": "no pattern", "edits": []}
+
+
+reference_optimizer = scripted_optimizer(_new_reference)
+seen: list[dict[str, Any]] = []
+
+
+def test_an_analyst_of_a_package_is_told_of_its_files_and_may_start_a_reference(
+        tmp_path: Path) -> None:
+    """The analyst's reply may name a file, the grammar's anchors leave out the file lines,
+    and a rule appended to a new path becomes a new reference file of the package."""
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.stages.reflect import PACKAGE_NOTE, ReflectSettings, analyse
+
+    skill = join_package(toy.INITIAL_SKILL, {"references/rules.md": RULES})
+    calls: list[Any] = []
+
+    def reply(request: Any) -> Any:
+        calls.append(request)
+        return reference_optimizer(request)
+
+    failed = [toy_result("What is the year of item 1?", "Answer: 1901 probably")]
+    patch = analyse("failure", failed, skill, ScriptedModel(fn=reply), ReflectSettings(),
+                    "", 0)
+    prompt = calls[0].messages[-1].text()
+    assert PACKAGE_NOTE.strip() in prompt
+    schema = calls[0].json_schema
+    edit = schema["$defs"]["PackageEditReply"]
+    assert "file" in edit["required"]
+    assert not any("skillgrad:file" in a for a in edit["properties"]["anchor"]["enum"])
+    assert [(e.op, e.file) for e in patch.edits] == [("append", "references/year.md")]
+    new, report = apply_edits(skill, patch.edits)
+    assert report.outcomes[0].status == "applied"
+    assert split_package(new).files["references/year.md"] == toy.rule("year") + "\n"
+
+    # A single-file skill's analyst is asked exactly as before: no file key, no note.
+    calls.clear()
+    analyse("failure", failed, toy.INITIAL_SKILL, ScriptedModel(fn=reply), ReflectSettings(),
+            "", 0)
+    assert "PackageEditReply" not in str(calls[0].json_schema)
+    assert PACKAGE_NOTE.strip() not in calls[0].messages[-1].text()
+
+
+def toy_result(question: str, answer: str) -> Any:
+    from skillgrad.models.messages import Message
+    from skillgrad.records import RolloutResult
+
+    return RolloutResult(task_id="t1", answer=answer, hard=0.0, soft=0.0, reason="extra words",
+                         messages=(Message(role="system", content="S"),
+                                   Message(role="user", content=question),
+                                   Message(role="assistant", content=answer)))

@@ -19,16 +19,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from skillgrad import prompts
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
+from skillgrad.package import is_package
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Patch
 from skillgrad.stages.hygiene import words
 from skillgrad.stages.render import one_line, render_edits
-from skillgrad.stages.replies import PatchReply, RulesReply, patch_schema, rule_edit, rules_schema
+from skillgrad.stages.replies import (
+    PACKAGE_SHAPES,
+    PatchReply,
+    RulesReply,
+    patch_schema,
+    rule_edit,
+    rules_schema,
+)
 from skillgrad.stages.update import apply_edits
 from skillgrad.words import FUNCTION_WORDS
 
@@ -114,17 +123,19 @@ def _merge_family(
 def _ask_merge(
     kind: str, text: str, inputs: list[Patch], skill: str, model: ChatModel, settings: MergeSettings
 ) -> Patch:
-    reply = ask_json(model, [Message(role="user", content=text)], PatchReply, kind=kind,
+    shape = PACKAGE_SHAPES[PatchReply] if is_package(skill) else PatchReply
+    reply = ask_json(model, [Message(role="user", content=text)], shape, kind=kind,
                      max_tokens=settings.max_tokens, temperature=settings.temperature,
-                     schema=patch_schema(skill, settings.max_edits))
+                     schema=patch_schema(skill, settings.max_edits, shape))
     source = inputs[0].source if len({p.source for p in inputs}) == 1 else "merged"
     if reply.value is None:
         # Recorded fallback: the inputs are kept, concatenated without duplicates.
         return Patch(source=source, edits=concatenate(inputs), raw=reply.raw,
                      error=f"merge reply unusable ({reply.error}); inputs kept unmerged",
                      tasks=_tasks(inputs))
-    edits, repaired = _restore_ops([e.to_edit() for e in reply.value.edits], inputs, skill)
-    return Patch(source=source, reasoning=reply.value.reasoning, edits=tuple(edits),
+    value: Any = reply.value
+    edits, repaired = _restore_ops([e.to_edit() for e in value.edits], inputs, skill)
+    return Patch(source=source, reasoning=value.reasoning, edits=tuple(edits),
                  tasks=_tasks(inputs), repaired=tuple(repaired))
 
 
@@ -196,6 +207,12 @@ def _restore_ops(edits: list[Edit], inputs: Sequence[Patch], skill: str
     originals = [e for p in inputs for e in p.edits]
     out, repaired = [], []
     for e in edits:
+        if not e.file and any(o.file for o in originals):  # a package: the file it came for
+            at = _covering(e.content, [o.content for o in originals]) if e.content else None
+            if at is not None and originals[at].file:
+                e = e.model_copy(update={"file": originals[at].file})
+                repaired.append(f"edit {one_line(e.content, 120)!r}: the file the merge left "
+                                f"out restored to the proposal's {e.file}")
         if e.op == "append" or _placeable(e, skill):
             out.append(e)
             continue
@@ -231,10 +248,10 @@ def _tail(text: str, limit: int = _EXAMPLE_CHARS) -> str:
 
 def concatenate(patches: Sequence[Patch]) -> tuple[Edit, ...]:
     """All edits of ``patches``; exact duplicates folded into one with summed support."""
-    seen: dict[tuple[str, str, str], Edit] = {}
+    seen: dict[tuple[str, str, str, str], Edit] = {}
     for p in patches:
         for e in p.edits:
-            key = (e.op, e.anchor.strip(), e.content.strip())
+            key = (e.op, e.anchor.strip(), e.content.strip(), e.file)
             if key in seen:
                 seen[key] = seen[key].model_copy(update={"support": seen[key].support + e.support})
             else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -25,6 +25,7 @@ from skillgrad import prompts
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
+from skillgrad.package import is_package
 from skillgrad.parallel import fan_out
 from skillgrad.records import (
     Edit,
@@ -44,6 +45,7 @@ from skillgrad.stages.render import (
 )
 from skillgrad.stages.replies import (
     AWARE_REPLY,
+    PACKAGE_SHAPES,
     AwarePatchReply,
     AwareSuggestionsReply,
     PatchReply,
@@ -58,6 +60,12 @@ from skillgrad.stages.update import IDLE_REASONS, apply_edits
 
 Mode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
 Form = Literal["edits", "rules"]
+# What an analyst of a skill package is told (after the prompt's other constraints).
+PACKAGE_NOTE = (
+    "- The skill is a package of files: SKILL.md, then each other file after a line "
+    "<!-- skillgrad:file PATH -->. An edit changes the file its anchor is in; give \"file\" "
+    "(a path) to append to that file, or to start a new reference file (references/NAME.md), "
+    "and then say in SKILL.md when to read it. Leave \"file\" empty otherwise.\n")
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
 
 
@@ -149,6 +157,8 @@ def analyse(
     rules = settings.form == "rules" and kind == "failure" and not suggest and not aware
     name = f"suggest_{kind}" if suggest else "analyst_rules" if rules else f"analyst_{kind}"
     shape: type[BaseModel]
+    if is_package(skill) and not rules and not suggest:
+        settings = replace(settings, constraints=settings.constraints + PACKAGE_NOTE)
     if rules:
         prompt = prompts.render(
             name, skill=skill, meta=settings.meta, rejected=rejected_text, count=str(len(batch)),
@@ -168,6 +178,8 @@ def analyse(
             schema = suggestions_schema(settings.max_edits, shape)
         else:
             shape = AwarePatchReply if aware else PatchReply
+            if is_package(skill):  # an edit may name the file it changes or creates
+                shape = PACKAGE_SHAPES[shape]
             schema = patch_schema(skill, settings.max_edits, shape)
     messages = [Message(role="user", content=prompt)]
     reply = ask_json(model, messages, shape, kind=name, max_tokens=settings.max_tokens,

@@ -264,6 +264,7 @@ def render_edits(edits: Sequence[Edit | Suggestion]) -> str:
                        + (f"\n   rationale: {e.rationale}" if e.rationale else ""))
             continue
         anchor = f"\n   anchor: {e.anchor!r}" if e.anchor else ""
+        anchor += f"\n   file: {e.file}" if e.file else ""
         out.append(f"{n}. [{e.op}] support {e.support}{anchor}\n   content: {e.content!r}"
                    + (f"\n   rationale: {e.rationale}" if e.rationale else ""))
     return "\n".join(out) if out else "(none)"

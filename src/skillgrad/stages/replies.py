@@ -137,6 +137,25 @@ class AwarePatchReply(AwareReply, PatchReply):
     pass
 
 
+class PackageEditReply(EditReply):
+    """An edit of a skill package: ``file`` names the file it changes or creates ("": the
+    file its anchor is in, SKILL.md for an append)."""
+
+    file: str = ""
+
+
+class PackagePatchReply(PatchReply):
+    edits: list[PackageEditReply] = []  # type: ignore[assignment]
+
+
+class AwarePackagePatchReply(AwareReply, PackagePatchReply):
+    pass
+
+
+PACKAGE_SHAPES: dict[type[BaseModel], type[BaseModel]] = {
+    PatchReply: PackagePatchReply, AwarePatchReply: AwarePackagePatchReply}
+
+
 class SuggestionReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -171,8 +190,11 @@ def patch_schema(skill: str, max_edits: int, shape: type[BaseModel] = PatchReply
     """
     schema = strict_schema(shape.model_json_schema())
     schema["properties"]["edits"]["maxItems"] = max_edits
-    anchors = ["", *editable_lines(skill)]
-    schema["$defs"]["EditReply"]["properties"]["anchor"] = {"type": "string", "enum": anchors}
+    # A package's file lines separate its files: no edit anchors on one.
+    anchors = ["", *(line for line in editable_lines(skill)
+                     if not line.startswith("<!-- skillgrad:file "))]
+    edit = "PackageEditReply" if "PackageEditReply" in schema["$defs"] else "EditReply"
+    schema["$defs"][edit]["properties"]["anchor"] = {"type": "string", "enum": anchors}
     _limit_reminders(schema)
     return schema
 
