@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,30 @@ def toy_result(question: str, answer: str) -> Any:
                          messages=(Message(role="system", content="S"),
                                    Message(role="user", content=question),
                                    Message(role="assistant", content=answer)))
+
+
+@pytest.mark.parametrize("i", [1, 6, 11, 16])
+def test_a_package_run_killed_at_an_instant_resumes_to_the_same_run(tmp_path: Path,
+                                                                     i: int) -> None:
+    """``kill -9`` at one of several instants spread over a package's run, then the same
+    command again: the run ends as the uninterrupted one did, to the byte of its best skill."""
+    from test_reliability_suite import DELAY, journal_lines, kill_and_resume
+    from test_resume import comparable
+
+    model = {"target": {"backend": "scripted", "function": "toy:target", "delay": DELAY},
+             "optimizer": {"backend": "scripted", "delay": DELAY,
+                           "function": "test_package:package_optimizer"}}
+    cfg = toy_config(tmp_path, model=model, env={"skill_init": "toy-skill"},
+                     train={"num_epochs": 2, "batch_size": 100, "steps_per_epoch": 2, "seed": 7})
+    (tmp_path / "toy-skill" / "references").mkdir(parents=True)
+    (tmp_path / "toy-skill" / MAIN).write_text(toy.INITIAL_SKILL)
+    (tmp_path / "toy-skill" / "references" / "rules.md").write_text(RULES)
+    done = cli("train", str(cfg), "--out", str(tmp_path / "reference"))
+    assert done.returncode == 0, done.stderr
+    expected = comparable(tmp_path / "reference")
+    assert is_package(expected["best"].decode()) and b"Rule year" in expected["best"]
+
+    killed = kill_and_resume(cfg, tmp_path / "killed", i, journal_lines(tmp_path / "reference"))
+    assert killed.status == -signal.SIGKILL and not killed.finished_anyway
+    assert killed.resumed.returncode == 0, killed.resumed.stderr
+    assert killed.result == expected
