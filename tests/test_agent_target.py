@@ -149,3 +149,43 @@ def test_a_workspace_counts_by_its_name_so_a_replay_finds_the_call() -> None:
     assert request("/tmp/a1/skillgrad-replay-t1-abc").identity() != \
         request("/tmp/a1/skillgrad-replay-t2-abc").identity()
     assert "workspace" not in ChatRequest(messages=request("x").messages).identity()
+
+
+class _Reader(_Agent):
+    """An agent that loads its skill and opens one file of the package, by a shell read."""
+
+    def complete(self, request: ChatRequest) -> Completion:
+        call = {"id": "c1", "type": "function", "function": {
+            "name": "exec_command",
+            "arguments": "{\"cmd\": \"cat $CODEX_HOME/skills/count/references/count.md\"}"}}
+        trace = AgentTrace(agent="codex", skill_loaded=True, calls=2, placement="skill",
+                           messages=(Message(role="assistant", content="", tool_calls=[call]),
+                                     Message(role="tool", tool_call_id="c1", content="ls"),
+                                     Message(role="assistant", content="2 files")))
+        return Completion(text="2 files", trace=trace)
+
+
+def test_which_files_of_a_skill_package_the_agent_read_is_counted_and_shown() -> None:
+    """A reference nobody reads is a finding: each rollout records which of the package's
+    files the agent opened; a step counts them; reflection, ``show`` and the dashboard say
+    it."""
+    from skillgrad.cli.runs import reads_line
+    from skillgrad.package import join_package
+    from skillgrad.stages.rollout import references_read
+
+    skill = join_package("- Count the files.\n", {"references/count.md": "Use ls.\n",
+                                                   "references/unused.md": "Never mind.\n"})
+    task = Task(id="t1", prompt="How many files?")
+    read = traced_rollout(_Env(), task, skill, _Reader(True))  # type: ignore[arg-type]
+    assert read.metadata["agent"]["references_read"] == {"references/count.md": True,
+                                                         "references/unused.md": False}
+    shown = render_trajectory(read, 4000, 1)
+    assert ("Of the skill's other files it read references/count.md; it never opened "
+            "references/unused.md.") in shown
+    counts = references_read([read, read])
+    assert counts == {"rollouts": 2, "references/count.md": 2, "references/unused.md": 0}
+    assert reads_line(counts) == ("files of the skill the agent read: references/count.md 2 of "
+                                  "2, references/unused.md never")
+    single = traced_rollout(_Env(), task, "- Count the files.\n", _Reader(True))  # type: ignore[arg-type]
+    assert "references_read" not in single.metadata["agent"]
+    assert references_read([single]) is None

@@ -575,3 +575,38 @@ def test_the_commands_help_fits_80_columns() -> None:
     assert "--host" in proc.stdout and "--port" in proc.stdout and "--sleep" in proc.stdout
     assert all(len(line) <= 80 for line in proc.stdout.splitlines())
 
+
+
+def test_a_skill_package_shows_as_a_tree_of_files_with_per_file_diffs(tmp_path: Path) -> None:
+    """A run trained from a skill folder: the skill page lists the package's files and shows
+    each; the diff page heads each file's changes with its path, an unchanged file named as
+    such; the run page counts which files an agent read."""
+    folder = tmp_path / "pkg"
+    (folder / "toy-skill" / "references").mkdir(parents=True)
+    (folder / "toy-skill" / "SKILL.md").write_text(toy.INITIAL_SKILL)
+    (folder / "toy-skill" / "references" / "rules.md").write_text("# Rules\n\nBe exact.\n")
+    run = _train(folder, overrides=[*ONE_EPOCH, "env.skill_init=toy-skill"])
+    state = json.loads((run / "checkpoint.json").read_text())
+    state["history"][0]["references_read"] = {"rollouts": 3, "references/rules.md": 0}
+    (run / "checkpoint.json").write_text(json.dumps(state))
+    client = TestClient(create_app([folder]))
+    run_id = _id(discover([folder]), run)
+
+    page = client.get(f"/run/{run_id}/skill?v=best").text
+    tree = re.search(r'<nav class="tree">.*?</nav>', page, re.S)
+    assert tree and _text(tree.group(0)).startswith("files SKILL.md ")
+    assert "references/rules.md" in _text(tree.group(0))
+    files = re.findall(r'<h2 id="file-\d" class="file">(.*?)</h2>', page)
+    assert files == ["SKILL.md", "references/rules.md"]
+    assert "skillgrad:file" not in page
+
+    diff = client.get(f"/run/{run_id}/diff?a=initial&b=best").text
+    headers = [_text(r) for r in re.findall(r'<tr class="header">.*?</tr>', diff, re.S)]
+    assert headers == ["SKILL.md", "references/rules.md (unchanged)"]
+    added = [_text(r) for r in re.findall(r'<tr class="added">.*?</tr>', diff, re.S)]
+    assert any(toy.rule("year") in r for r in added)
+
+    assert "files read: references/rules.md never" in _text(client.get(f"/run/{run_id}").text)
+    shown = cli("show", str(run))
+    assert "files of the skill the agent read: references/rules.md never" in " ".join(
+        shown.stdout.split()), shown.stdout

@@ -291,6 +291,9 @@ class StepRecord(Record):
     # (train rollouts that loaded the skill, those whose agent chose whether to): an agent
     # target with the skill placed as an agent skill; None otherwise
     skill_loads: tuple[int, int] | None = None
+    # An agent target given a skill package: of the train rollouts ("rollouts"), how many
+    # opened each of its other files, by path (0: a file nobody read); None otherwise.
+    references_read: dict[str, int] | None = None
     # What the step did with an agent skill's description when the agent seldom loaded it
     # ("loaded 0/3; description rewritten: ...", or why it was not); empty otherwise.
     trigger: str = ""

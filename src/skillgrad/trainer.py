@@ -57,7 +57,7 @@ from skillgrad.stages.gate import GateRule, decide, directive_density
 from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
-from skillgrad.stages.rollout import rollout, score, skill_loads
+from skillgrad.stages.rollout import references_read, rollout, score, skill_loads
 from skillgrad.stages.screen import ablations, screen
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
@@ -628,7 +628,8 @@ class Trainer:
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
             changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
-            skill_loads=skill_loads(results), trigger=proposal.trigger,
+            skill_loads=skill_loads(results), references_read=references_read(results),
+            trigger=proposal.trigger,
             losses=proposal.losses(),
         )
 

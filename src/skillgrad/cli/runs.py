@@ -232,6 +232,8 @@ def _step_block(s: StepView, width: int) -> list[str]:
     if r.skill_loads:
         head += (f"; the agent loaded the skill in {r.skill_loads[0]} of {r.skill_loads[1]} "
                  "training tasks")
+    if r.references_read:
+        head += "; " + reads_line(r.references_read)
     out = wrap(head, width, hang="  ")
     if r.losses:  # where proposals were lost or put back on the way to the candidate
         out += wrap(f"on the way to the candidate: {'; '.join(r.losses)}", width, "  ", "    ")
@@ -361,3 +363,13 @@ def usage_line(role: str, u: dict[str, Any]) -> str:
     if u.get("cut_off_dropped"):
         line += f"; {u['cut_off_dropped']} replies dropped, cut off at the token limit"
     return line
+
+
+def reads_line(reads: dict[str, int]) -> str:
+    """How often an agent opened each file of its skill package ("references/a.md 2 of 3,
+    references/b.md never"), a file nobody read named as such."""
+    total = reads.get("rollouts", 0)
+    parts = [f"{path} {'never' if n == 0 else f'{n} of {total}'}"
+             for path, n in reads.items() if path != "rollouts"]
+    return "files of the skill the agent read: " + ", ".join(parts)
+

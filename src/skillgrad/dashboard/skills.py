@@ -7,6 +7,7 @@ import difflib
 from dataclasses import dataclass
 
 from skillgrad.dashboard.discover import RunRef
+from skillgrad.package import split_package
 from skillgrad.rundir import RunDir
 from skillgrad.runview import Versions, load_state
 
@@ -33,6 +34,13 @@ class SkillPage:
     digest: str
     text: str
     versions: tuple[tuple[str, str], ...]
+
+    @property
+    def files(self) -> list[tuple[str, str]]:
+        """A skill package's files (path, text), SKILL.md first; [] for a single file."""
+        package = split_package(self.text)
+        return [(path, package.file(path) or "") for path in package.paths] \
+            if package.files else []
 
 
 @dataclass(frozen=True)
@@ -81,8 +89,27 @@ def diff_page(ref: RunRef, a: str, b: str) -> DiffPage:
     (label_a, digest_a), (label_b, digest_b) = versions.resolve(a), versions.resolve(b)
     run = RunDir(ref.path)
     text_a, text_b = run.load_skill(digest_a), run.load_skill(digest_b)
-    return DiffPage(ref, a, b, label_a, label_b, tuple(diff_rows(text_a, text_b)),
+    return DiffPage(ref, a, b, label_a, label_b, tuple(package_rows(text_a, text_b)),
                     tuple(version_names(versions)))
+
+
+def package_rows(a: str, b: str, context: int = CONTEXT) -> list[DiffRow]:
+    """:func:`diff_rows` of two skill versions, file by file where either is a package: a
+    ``header`` row names each file (and whether it was added, removed or left unchanged),
+    then its lines, numbered within the file."""
+    pa, pb = split_package(a), split_package(b)
+    if not pa.files and not pb.files:
+        return diff_rows(a, b, context)
+    out: list[DiffRow] = []
+    for path in dict.fromkeys([*pa.paths, *pb.paths]):
+        old, new = pa.file(path), pb.file(path)
+        if old == new:
+            out.append(DiffRow("header", f"{path} (unchanged)"))
+            continue
+        state = " (new file)" if old is None else " (removed)" if new is None else ""
+        out.append(DiffRow("header", f"{path}{state}"))
+        out += diff_rows(old or "", new or "", context)
+    return out
 
 
 def diff_rows(a: str, b: str, context: int = CONTEXT) -> list[DiffRow]:

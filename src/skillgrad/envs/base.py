@@ -7,6 +7,7 @@ calls :meth:`Environment.tasks`, :meth:`Environment.initial_skill` and
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Message
+from skillgrad.package import split_package
 from skillgrad.records import RolloutResult, Task, render_expected
 
 Split = Literal["train", "val", "test"]
@@ -100,7 +102,7 @@ def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -
     if not traces:
         return result
     loads = [t.skill_loaded for t in traces if t.skill_loaded is not None]
-    summary = {
+    summary: dict[str, Any] = {
         "cli": traces[0].agent,
         "placement": traces[0].placement,
         "skill_loaded": any(loads) if loads else None,
@@ -108,6 +110,11 @@ def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -
         "calls": sum(t.calls for t in traces),
         "tool_calls": sum(len(m.tool_calls or ()) for t in traces for m in t.messages),
     }
+    package = split_package(skill)
+    if package.files:  # which of a package's files the agent opened (its calls name them)
+        called = " ".join(json.dumps(c, default=str) for t in traces for m in t.messages
+                          for c in m.tool_calls or ())
+        summary["references_read"] = {path: path in called for path in package.files}
     messages = result.messages + tuple(m for t in traces for m in t.messages)
     return result.model_copy(update={"messages": messages,
                                      "metadata": {**result.metadata, "agent": summary}})

@@ -139,6 +139,12 @@ def agent_note(result: RolloutResult) -> str:
     line = (f"(The agent, {agent.get('cli')}, made {agent.get('calls', 0)} model calls and "
             f"{agent.get('tool_calls', 0)} tool calls; files it changed: "
             f"{', '.join(files[:8]) if files else 'none'}.)")
+    reads = agent.get("references_read")
+    if isinstance(reads, dict) and reads:
+        opened = [p for p, r in reads.items() if r]
+        unread = [p for p, r in reads.items() if not r]
+        line += ("\nOf the skill's other files it read " + (", ".join(opened) or "none")
+                 + ("; it never opened " + ", ".join(unread) if unread else "") + ".")
     if agent.get("skill_loaded") is False:
         line += ("\nThe agent never loaded the skill on this task: it saw only the skill's "
                  "name and description, not its body, so no rule of the body was followed or "

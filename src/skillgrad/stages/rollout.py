@@ -58,6 +58,21 @@ def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> Eval
     )
 
 
+def references_read(results: Sequence[RolloutResult]) -> dict[str, int] | None:
+    """For an agent target given a skill package: of the rollouts (``"rollouts"``), how many
+    opened each file beside SKILL.md (by path; 0: never read). None otherwise."""
+    seen = [r.metadata["agent"]["references_read"] for r in results
+            if isinstance(r.metadata.get("agent"), dict)
+            and isinstance(r.metadata["agent"].get("references_read"), dict)]
+    if not seen:
+        return None
+    counts = {"rollouts": len(seen)}
+    for read in seen:
+        for path, opened in read.items():
+            counts[path] = counts.get(path, 0) + bool(opened)
+    return counts
+
+
 def skill_choices(results: Sequence[RolloutResult]) -> list[tuple[RolloutResult, bool]]:
     """The rollouts where loading the skill was the agent's choice, each with whether it did
     (none with no agent target, or with the skill in its memory file)."""
