@@ -346,3 +346,40 @@ def test_a_new_skill_s_description_cuts_requests_at_a_word() -> None:
     assert _clipped(text, 100) == text
     assert _clipped(text, 70) == "please add a CHANGELOG.md entry under Unreleased about the ..."
     assert _clipped("two\nlines", 100) == "two lines"
+
+
+def _reference_optimizer(request: ChatRequest) -> Any:
+    """The demo's optimizer, but its helpful rule goes under the reference's heading."""
+    reply = scripted_optimizer(request)
+    if request.kind in ("analyst_failure", "analyst_success") and \
+            reply["edits"][0]["content"] == HELPFUL:
+        reply["edits"] = [{"op": "insert_after", "anchor": "# Conventions", "content": HELPFUL}]
+    return reply
+
+
+def test_a_night_trains_a_skill_package_and_stages_each_changed_file(project: Path) -> None:
+    """The agent's skill is a folder: a night trains SKILL.md and its reference as one
+    package, and stages only the file that changed; adoption writes it, rollback restores it."""
+    folder = project / ".claude" / "skills" / "shop-dev"
+    (folder / "references").mkdir()
+    reference = folder / "references" / "conventions.md"
+    reference.write_text("# Conventions\n\nKeep changes small.\n")
+    config = project / SLEEP_DIR / "config.yaml"
+    data = yaml.safe_load(config.read_text())
+    data["model"]["optimizer"]["function"] = f"{__name__}:_reference_optimizer"
+    config.write_text(yaml.safe_dump(data))
+
+    result = _night(project)
+    (run,) = result.runs
+    assert run.proposed is not None and HELPFUL in run.proposed
+    assert result.staged is not None
+    night = Staging(project).night(result.night)
+    assert [Path(p.target).relative_to(folder).as_posix() for p in night.files] == [
+        "references/conventions.md"]  # SKILL.md did not change: not staged
+    assert reference.read_text() == "# Conventions\n\nKeep changes small.\n"  # staged only
+    staging = Staging(project)
+    adopt(staging, result.night)
+    assert reference.read_text() == f"# Conventions\n{HELPFUL}\n\nKeep changes small.\n"
+    assert (folder / "SKILL.md").read_text() == SKILL
+    rollback(staging, result.night)
+    assert reference.read_text() == "# Conventions\n\nKeep changes small.\n"

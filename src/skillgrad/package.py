@@ -145,7 +145,8 @@ def read_folder(folder: Path) -> str:
     for root, dirs, names in os.walk(folder, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
         for name in sorted(names):
-            if name in _SKIPPED or name.startswith(".") or name.endswith((".pyc", ".pyo")):
+            if name in _SKIPPED or name.startswith(".") or name.endswith((".pyc", ".pyo")) \
+                    or ".bak-" in name:  # and the backups an export keeps beside a file
                 continue
             path = Path(root) / name
             rel = path.relative_to(folder).as_posix()

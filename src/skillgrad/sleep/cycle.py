@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import AnswersPending, RunStopped
+from skillgrad.package import join_package, read_folder, split_package
 from skillgrad.rundir import RunDir
 from skillgrad.sleep.archive import Archive
 from skillgrad.sleep.night import (
@@ -40,6 +42,8 @@ from skillgrad.sleep.night import (
     window_start,
 )
 from skillgrad.sleep.tasks import TasksFile, read_tasks, split_of, write_tasks
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -168,7 +172,7 @@ def _train(project: Path, work_dir: Path, tasks_file: TasksFile, settings: Mappi
     for name, group in sorted(route(tasks_file.tasks, skills).items()):
         skill = skills.get(name)
         run = SkillRun(name or _new_name(project), skill.path if skill else None, group)
-        start = skill.body if skill is not None else None
+        start = _start(skill) if skill is not None else None
         if not name and section.unrouted == "memory":
             agent = max({t.agent for t in group if t.agent} or {"claude_code"},
                         key=lambda a: sum(t.agent == a for t in group))
@@ -264,6 +268,20 @@ def _best_so_far(run_dir: RunDir, start: str | None) -> str | None:
     return None if start is not None and text == start else text
 
 
+def _start(skill: Any) -> str:
+    """What a night trains of a skill the agent has: its body, and where its folder holds
+    other text files (references, scripts), those too, as one package. A folder that cannot
+    be trained whole (a binary asset) trains its body alone, and the log says why."""
+    from skillgrad.errors import DataError
+
+    try:
+        files = split_package(read_folder(skill.folder)).files
+    except DataError as exc:
+        log.warning("skill %s: training SKILL.md alone (%s)", skill.name, exc)
+        return str(skill.body)
+    return join_package(skill.body, files) if files else str(skill.body)
+
+
 def _new_name(project: Path) -> str:
     name = slug(project.name)[:48].strip("-") or "project"
     return f"{name}-practices"
@@ -284,9 +302,16 @@ def _stage(project: Path, root: Path, night: str, result: NightResult) -> Path |
                                             kind="memory", name=run.name))
         elif run.target is not None:
             live = read_skill(run.target)
-            proposals.append(StagedProposal(target=run.target,
-                                            text=live.with_body(run.proposed), kind="skill",
-                                            name=run.name))
+            package = split_package(run.proposed)  # a package's changed files, each staged
+            if package.main != live.body or not package.files:
+                proposals.append(StagedProposal(target=run.target,
+                                                text=live.with_body(package.main),
+                                                kind="skill", name=run.name))
+            for rel, text in package.files.items():
+                path = live.folder / rel
+                if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                    proposals.append(StagedProposal(target=path, text=text, kind="skill",
+                                                    name=f"{run.name}/{rel}"))
         else:
             intents = "; ".join(_clipped(t.intent, 100) for t in run.tasks[:3])
             description = (f"Use when working in {project.name} on requests such as: "
