@@ -177,7 +177,7 @@ def test_which_files_of_a_skill_package_the_agent_read_is_counted_and_shown() ->
                                                    "references/unused.md": "Never mind.\n"})
     task = Task(id="t1", prompt="How many files?")
     read = traced_rollout(_Env(), task, skill, _Reader(True))  # type: ignore[arg-type]
-    assert read.metadata["agent"]["references_read"] == {"references/count.md": True,
+    assert read.metadata["references_read"] == {"references/count.md": True,
                                                          "references/unused.md": False}
     shown = render_trajectory(read, 4000, 1)
     assert ("Of the skill's other files it read references/count.md; it never opened "
@@ -187,5 +187,5 @@ def test_which_files_of_a_skill_package_the_agent_read_is_counted_and_shown() ->
     assert reads_line(counts) == ("files of the skill the agent read: references/count.md 2 of "
                                   "2, references/unused.md never")
     single = traced_rollout(_Env(), task, "- Count the files.\n", _Reader(True))  # type: ignore[arg-type]
-    assert "references_read" not in single.metadata["agent"]
+    assert "references_read" not in single.metadata
     assert references_read([single]) is None

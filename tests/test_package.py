@@ -347,3 +347,67 @@ def test_a_package_run_killed_at_an_instant_resumes_to_the_same_run(tmp_path: Pa
     assert killed.status == -signal.SIGKILL and not killed.finished_anyway
     assert killed.resumed.returncode == 0, killed.resumed.stderr
     assert killed.result == expected
+
+
+class _ToolEnv:
+    """An environment with one tool, whose rollout is a ``run_episode``."""
+
+    def __init__(self, skill_files: str = "tool") -> None:
+        self.skill_files = skill_files
+
+    def rollout(self, task: Any, skill: str, model: Any) -> Any:
+        from skillgrad.envs.tools import Tool, run_episode
+        from skillgrad.records import RolloutResult
+
+        tool = Tool("lookup", "Look a word up.", {"type": "object", "properties": {
+            "word": {"type": "string"}}, "required": ["word"]}, lambda word: f"{word}: a date")
+        episode = run_episode(model, skill, task.prompt, [tool], max_turns=4,
+                              skill_files=self.skill_files)  # type: ignore[arg-type]
+        right = episode.answer == "2024-01-05"
+        return RolloutResult(task_id=task.id, messages=episode.messages,
+                             answer=episode.answer or "", hard=float(right), soft=float(right),
+                             turns=episode.turns)
+
+
+def _reader(request: Any) -> str:
+    """A target that reads the format file when the skill lists it, then answers by it."""
+    seen = "\n".join(m.text() for m in request.messages)
+    if "YYYY-MM-DD" in seen:
+        return "ANSWER: 2024-01-05"
+    if "- references/format.md: Format" in seen:
+        return 'ACTION: read_skill_file {"path": "references/format.md"}'
+    return "ANSWER: 5 January 2024"
+
+
+def test_an_agent_with_tools_sees_the_files_listed_and_reads_one_with_a_tool() -> None:
+    from skillgrad.envs.base import traced_rollout
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.records import Task
+    from skillgrad.stages.render import render_trajectory
+    from skillgrad.stages.rollout import references_read
+
+    skill = join_package(SKILL, {"references/format.md": FORMAT,
+                                 "references/unused.md": "# Unused\n\nNothing.\n"})
+    task = Task(id="d1", prompt="When was it? 5 Jan 2024")
+    result = traced_rollout(_ToolEnv(), task, skill, ScriptedModel(fn=_reader))  # type: ignore[arg-type]
+    system = result.messages[0].text()
+    assert system.startswith(SKILL.rstrip() + "\n\n## Files of this skill\n")
+    assert ("- references/format.md: Format\n- references/unused.md: Unused\n" in system)
+    assert "Write dates as" not in system  # listed, not inlined
+    assert "read_skill_file(path: string)" in system  # the text protocol lists the tool
+    assert result.hard == 1.0 and result.turns == 2
+    assert result.metadata["references_read"] == {"references/format.md": True,
+                                                  "references/unused.md": False}
+    assert "it never opened references/unused.md" in render_trajectory(result, 4000, 1)
+    assert references_read([result]) == {"rollouts": 1, "references/format.md": 1,
+                                         "references/unused.md": 0}
+
+    missing = _ToolEnv().rollout(task, skill, ScriptedModel(
+        ['ACTION: read_skill_file {"path": "references/none.md"}', "ANSWER: x"]))
+    assert "error: no file 'references/none.md' in the skill" in missing.messages[3].text()
+
+    inline = traced_rollout(_ToolEnv("inline"), task, skill, ScriptedModel(fn=_reader))  # type: ignore[arg-type]
+    assert "Write dates as YYYY-MM-DD." in inline.messages[0].text()
+    assert inline.hard == 1.0 and "references_read" not in inline.metadata
+    plain = traced_rollout(_ToolEnv(), task, SKILL, ScriptedModel(fn=_reader))  # type: ignore[arg-type]
+    assert plain.messages[0].text().startswith(SKILL) and "references_read" not in plain.metadata

@@ -32,6 +32,8 @@ from skillgrad.skill import MAX_SKILL_BYTES, read_skill_file
 
 __all__ = [
     "MAIN",
+    "READ_OFFER",
+    "READ_TOOL",
     "Package",
     "check_path",
     "file_marker",
@@ -45,6 +47,10 @@ __all__ = [
 ]
 
 MAIN = "SKILL.md"
+# How an agent with tools is told it can open the package's files (envs.tools.package_view);
+# a rollout whose system message says it could read them records which it did.
+READ_TOOL = "read_skill_file"
+READ_OFFER = f"Read one with the {READ_TOOL} tool when you need it:"
 _MARKER = re.compile(r"^<!-- skillgrad:file (?P<path>\S(?:.*\S)?) -->$", re.MULTILINE)
 # What a file of the package may be called: a relative POSIX path of visible parts.
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")

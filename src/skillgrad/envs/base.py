@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import AgentTrace, ChatRequest, Completion, Message
-from skillgrad.package import split_package
+from skillgrad.package import READ_OFFER, split_package
 from skillgrad.records import RolloutResult, Task, render_expected
 
 Split = Literal["train", "val", "test"]
@@ -93,31 +93,43 @@ def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -
     and what an agent target did put into the result: every environment
     gets its agent's real trajectory (turns, tool calls, outputs, exit codes) after its own
     messages, and ``metadata["agent"]``: whether the skill was loaded, the files changed, the
-    model calls and tool calls made. A target that is no agent leaves the result as it is."""
+    model calls and tool calls made. A target that is no agent leaves the result as it is.
+    For a skill package whose files the agent could open (an agent target, or the read tool of
+    an environment with tools), ``metadata["references_read"]`` says which it opened."""
     recorder = _TraceRecorder(model)
     result = env.rollout(task, skill, recorder)
     if not result.expected:
         result = result.model_copy(update={"expected": render_expected(task.reference)})
     traces = recorder.traces
-    if not traces:
-        return result
-    loads = [t.skill_loaded for t in traces if t.skill_loaded is not None]
-    summary: dict[str, Any] = {
-        "cli": traces[0].agent,
-        "placement": traces[0].placement,
-        "skill_loaded": any(loads) if loads else None,
-        "files_changed": list(dict.fromkeys(f for t in traces for f in t.files_changed)),
-        "calls": sum(t.calls for t in traces),
-        "tool_calls": sum(len(m.tool_calls or ()) for t in traces for m in t.messages),
-    }
-    package = split_package(skill)
-    if package.files:  # which of a package's files the agent opened (its calls name them)
-        called = " ".join(json.dumps(c, default=str) for t in traces for m in t.messages
-                          for c in m.tool_calls or ())
-        summary["references_read"] = {path: path in called for path in package.files}
     messages = result.messages + tuple(m for t in traces for m in t.messages)
-    return result.model_copy(update={"messages": messages,
-                                     "metadata": {**result.metadata, "agent": summary}})
+    metadata = dict(result.metadata)
+    package = split_package(skill)
+    offered = any(m.role == "system" and READ_OFFER in m.text() for m in result.messages)
+    if package.files and (traces or offered):  # which files it opened: its calls name them
+        metadata["references_read"] = {path: path in _calls_text(messages)
+                                       for path in package.files}
+    if traces:
+        loads = [t.skill_loaded for t in traces if t.skill_loaded is not None]
+        metadata["agent"] = {
+            "cli": traces[0].agent,
+            "placement": traces[0].placement,
+            "skill_loaded": any(loads) if loads else None,
+            "files_changed": list(dict.fromkeys(f for t in traces for f in t.files_changed)),
+            "calls": sum(t.calls for t in traces),
+            "tool_calls": sum(len(m.tool_calls or ()) for t in traces for m in t.messages),
+        }
+    if not traces and metadata == result.metadata:
+        return result
+    return result.model_copy(update={"messages": messages, "metadata": metadata})
+
+
+def _calls_text(messages: tuple[Message, ...]) -> str:
+    """What the agent's calls said: native tool calls' arguments and text ``ACTION:`` lines."""
+    parts = [json.dumps(c, default=str) for m in messages if m.role == "assistant"
+             for c in m.tool_calls or ()]
+    parts += [line for m in messages if m.role == "assistant"
+              for line in m.text().splitlines() if line.strip().upper().startswith("ACTION")]
+    return "\n".join(parts)
 
 
 class _TraceRecorder:

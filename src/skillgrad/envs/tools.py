@@ -30,6 +30,7 @@ from typing import Any, Literal
 from skillgrad.envs.episode import Turn, run_turns
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Completion, Message, Usage
+from skillgrad.package import READ_OFFER, READ_TOOL, split_package
 
 ToolMode = Literal["native", "text"]
 
@@ -85,6 +86,40 @@ class Episode:
     problems: tuple[str, ...] = field(default=())
 
 
+SkillFiles = Literal["tool", "inline"]
+
+
+def package_view(skill: str, tools: Sequence[Tool],
+                 skill_files: SkillFiles = "tool") -> tuple[str, list[Tool]]:
+    """How an agent with tools sees a skill package (``tool``): SKILL.md first, then the other
+    files listed by path with one line each, and a tool (:data:`READ_TOOL`) that reads one;
+    ``inline``: the package text, every file in it. A single-file skill is left as it is."""
+    package = split_package(skill)
+    if not package.files or skill_files == "inline":
+        return skill, list(tools)
+    listing = "".join(f"- {path}: {_first_line(text)}\n" for path, text in package.files.items())
+    shown = f"{package.main.rstrip()}\n\n## Files of this skill\n\n{READ_OFFER}\n{listing}"
+
+    def read(path: str) -> str:
+        text = package.file(str(path).strip().lstrip("./"))
+        if text is None:
+            raise ToolError(f"no file {path!r} in the skill (its files: "
+                            f"{', '.join(package.paths)})")
+        return text
+
+    tool = Tool(READ_TOOL, "Read a file of your skill, by its path.",
+                {"type": "object", "properties": {"path": {"type": "string"}},
+                 "required": ["path"]}, read)
+    return shown, [*tools, tool]
+
+
+def _first_line(text: str) -> str:
+    """A file's first non-blank line, its heading marks taken off (what it is about)."""
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "(empty)")
+    line = line.lstrip("#").strip()
+    return line if len(line) <= 100 else line[:99] + "…"
+
+
 def text_protocol(tools: Sequence[Tool]) -> str:
     """How the text protocol is explained to the agent, after the skill."""
     lines = ["## Tools", "", "You can use these tools:"]
@@ -112,8 +147,11 @@ def run_episode(
     max_turns: int = 6,
     max_tokens: int | None = None,
     temperature: float | None = None,
+    skill_files: SkillFiles = "tool",
 ) -> Episode:
-    """Let the target act with ``tools`` until it answers or ``max_turns`` replies were used."""
+    """Let the target act with ``tools`` until it answers or ``max_turns`` replies were used.
+    A skill package is shown as :func:`package_view` makes it (``skill_files``)."""
+    skill, tools = package_view(skill, tools, skill_files)
     by_name = {t.name: t for t in tools}
     system = skill if mode == "native" else f"{skill.rstrip()}\n\n{text_protocol(tools)}"
     actions: list[Action] = []

@@ -134,23 +134,30 @@ def agent_note(result: RolloutResult) -> str:
     whether it loaded the skill (a rule the agent never read cannot have helped or hurt)."""
     agent = result.metadata.get("agent")
     if not isinstance(agent, dict):
-        return ""
+        return _reads_note(result)
     files = agent.get("files_changed") or []
     line = (f"(The agent, {agent.get('cli')}, made {agent.get('calls', 0)} model calls and "
             f"{agent.get('tool_calls', 0)} tool calls; files it changed: "
             f"{', '.join(files[:8]) if files else 'none'}.)")
-    reads = agent.get("references_read")
-    if isinstance(reads, dict) and reads:
-        opened = [p for p, r in reads.items() if r]
-        unread = [p for p, r in reads.items() if not r]
-        line += ("\nOf the skill's other files it read " + (", ".join(opened) or "none")
-                 + ("; it never opened " + ", ".join(unread) if unread else "") + ".")
+    if _reads_note(result):
+        line += "\n" + _reads_note(result)
     if agent.get("skill_loaded") is False:
         line += ("\nThe agent never loaded the skill on this task: it saw only the skill's "
                  "name and description, not its body, so no rule of the body was followed or "
                  "broken here. Whether an agent loads the skill is decided by the description "
                  "in its front matter.")
     return line
+
+
+def _reads_note(result: RolloutResult) -> str:
+    """Which files of a skill package the agent opened, where it could ("" otherwise)."""
+    reads = result.metadata.get("references_read")
+    if not isinstance(reads, dict) or not reads:
+        return ""
+    opened = [p for p, r in reads.items() if r]
+    unread = [p for p, r in reads.items() if not r]
+    return ("Of the skill's other files it read " + (", ".join(opened) or "none")
+            + ("; it never opened " + ", ".join(unread) if unread else "") + ".")
 
 
 _WORD = re.compile(r"\w+")

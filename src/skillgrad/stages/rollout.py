@@ -59,11 +59,11 @@ def score(results: Sequence[RolloutResult], split: str, skill_hash: str) -> Eval
 
 
 def references_read(results: Sequence[RolloutResult]) -> dict[str, int] | None:
-    """For an agent target given a skill package: of the rollouts (``"rollouts"``), how many
-    opened each file beside SKILL.md (by path; 0: never read). None otherwise."""
-    seen = [r.metadata["agent"]["references_read"] for r in results
-            if isinstance(r.metadata.get("agent"), dict)
-            and isinstance(r.metadata["agent"].get("references_read"), dict)]
+    """For a skill package whose files the agent could open (an agent target, or the read
+    tool of an environment with tools): of the rollouts (``"rollouts"``), how many opened each
+    file beside SKILL.md (by path; 0: never read). None otherwise."""
+    seen = [r.metadata["references_read"] for r in results
+            if isinstance(r.metadata.get("references_read"), dict)]
     if not seen:
         return None
     counts = {"rollouts": len(seen)}

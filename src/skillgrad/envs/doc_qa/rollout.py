@@ -36,6 +36,9 @@ class DocToolOptions(EnvOptions):
     tool_mode: Literal["text", "native"] = Field(
         "text", description="text: ACTION/ANSWER lines; native: the endpoint's tool calling")
     max_turns: int = Field(6, ge=1, description="model replies per question")
+    skill_files: Literal["tool", "inline"] = Field(
+        "tool", description="a skill package's other files: tool, listed and read with the "
+        "read_skill_file tool; inline, all in the system message")
     top_k: int = Field(3, ge=1, le=10, description="documents per search")
     snippet_chars: int = Field(160, ge=40, description="characters of the snippet per hit")
     section_chars: int = Field(1500, ge=100, description="characters shown by read_section")
@@ -67,7 +70,7 @@ def doc_rollout(task: Task, skill: str, model: ChatModel, index: DocumentIndex,
     o = options
     episode = run_episode(model, skill, task.prompt, index.tools(), mode=o.tool_mode,
                           max_turns=o.max_turns, max_tokens=o.max_tokens,
-                          temperature=o.temperature)
+                          temperature=o.temperature, skill_files=o.skill_files)
     ref = task.reference
     golds = [str(a) for a in ref["answers"]]
     answer = extract_final_answer(episode.answer or "")

@@ -48,6 +48,9 @@ class OpenQAOptions(EnvOptions):
     tool_mode: Literal["text", "native"] = Field(
         "text", description="text: ACTION/ANSWER lines; native: the endpoint's tool calling")
     max_turns: int = Field(4, ge=1, description="model replies per question")
+    skill_files: Literal["tool", "inline"] = Field(
+        "tool", description="a skill package's other files: tool, listed and read with the "
+        "read_skill_file tool; inline, all in the system message")
     top_k: int = Field(2, ge=1, le=10, description="paragraphs per search")
     snippet_chars: int = Field(500, ge=50, description="characters shown per paragraph")
     max_tokens: int = Field(96, ge=1, description="token limit of each reply")
@@ -150,7 +153,7 @@ class OpenQAEnvironment(SplitTasksMixin[OpenQAOptions]):
         o = self.options
         episode = run_episode(model, skill, task.prompt, [self.search_tool], mode=o.tool_mode,
                               max_turns=o.max_turns, max_tokens=o.max_tokens,
-                              temperature=o.temperature)
+                              temperature=o.temperature, skill_files=o.skill_files)
         golds = list(task.reference["answers"])
         answer = extract_final_answer(episode.answer or "")
         hard = exact_match(answer, golds) if episode.answer is not None else 0.0

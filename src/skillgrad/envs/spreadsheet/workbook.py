@@ -54,6 +54,9 @@ class WorkbookOptions(EnvOptions):
     tool_mode: Literal["text", "native"] = Field(
         "text", description="text: ACTION/ANSWER lines; native: the endpoint's tool calling")
     max_turns: int = Field(8, ge=1, description="model replies per task")
+    skill_files: Literal["tool", "inline"] = Field(
+        "tool", description="a skill package's other files: tool, listed and read with the "
+        "read_skill_file tool; inline, all in the system message")
     max_tokens: int = Field(256, ge=1, description="token limit of each reply")
     temperature: float = Field(0.0, ge=0.0)
     tolerance: float = Field(1e-6, ge=0.0, description="relative and absolute tolerance of "
@@ -298,7 +301,8 @@ def run_workbook_episode(model: ChatModel, skill: str, task_prompt: str, workboo
         session = WorkbookSession(path, options)
         episode = run_episode(model, skill, task_prompt, session.tools(), mode=options.tool_mode,
                               max_turns=options.max_turns, max_tokens=options.max_tokens,
-                              temperature=options.temperature)
+                              temperature=options.temperature,
+                              skill_files=options.skill_files)
         check = check_workbook(session.save(), targets, options.tolerance)
     return WorkbookOutcome(episode, check, session.cells_written)
 
