@@ -411,3 +411,17 @@ def test_an_agent_with_tools_sees_the_files_listed_and_reads_one_with_a_tool() -
     assert inline.hard == 1.0 and "references_read" not in inline.metadata
     plain = traced_rollout(_ToolEnv(), task, SKILL, ScriptedModel(fn=_reader))  # type: ignore[arg-type]
     assert plain.messages[0].text().startswith(SKILL) and "references_read" not in plain.metadata
+
+
+def test_the_example_package_is_a_valid_skill_folder_the_doc_qa_env_starts_from() -> None:
+    from skillgrad.agentskills import read_skill as read_skill_file_of
+    from skillgrad.agentskills import validate_skill
+    from skillgrad.build import build_environment
+
+    folder = Path(__file__).resolve().parent.parent / "examples" / "doc_qa" / "document-questions"
+    skill = read_skill_file_of(folder / MAIN)
+    assert validate_skill(skill.front, skill.body, folder.name) == []
+    config = folder.parent / "config.yaml"
+    env = build_environment(load_config(config, [f"env.skill_init={folder}"]))
+    initial = env.initial_skill()
+    assert split_package(initial).paths == [MAIN, "references/lookup.md"]
