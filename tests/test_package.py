@@ -425,3 +425,39 @@ def test_the_example_package_is_a_valid_skill_folder_the_doc_qa_env_starts_from(
     env = build_environment(load_config(config, [f"env.skill_init={folder}"]))
     initial = env.initial_skill()
     assert split_package(initial).paths == [MAIN, "references/lookup.md"]
+
+
+def test_scripts_change_only_where_they_run_and_never_into_code_that_does_not_parse() -> None:
+    text = join_package(SKILL, {"scripts/check.py": "print('ok')\n",
+                                "scripts/run.sh": "echo ok\n", "references/data.json": "{}\n"})
+    edits = [Edit(op="replace", anchor="print('ok')", content="print('checked')"),
+             Edit(op="replace", anchor="print('ok')", content="print('ok'"),
+             Edit(op="replace", anchor="echo ok", content="if then"),
+             Edit(op="replace", anchor="{}", content="{'a': 1}"),
+             Edit(op="append", file="scripts/new.py", content="def f(:")]
+    outcomes = [apply_edits(text, [edit])[1].outcomes[0] for edit in edits]  # each alone
+    assert [o.status for o in outcomes] == [
+        "applied", "skipped", "skipped", "skipped", "skipped"]
+    reasons = [o.reason or "" for o in outcomes[1:]]
+    new, _ = apply_edits(text, edits[:1])
+    assert reasons[0].startswith("edit would leave scripts/check.py unparseable: ")
+    assert reasons[1].startswith("edit would leave scripts/run.sh unparseable: ")
+    assert reasons[2].startswith("edit would leave references/data.json unparseable: ")
+    assert reasons[3].startswith("edit would leave scripts/new.py unparseable: ")
+    assert split_package(new).files["scripts/check.py"] == "print('checked')\n"
+
+    _, report = apply_edits(text, edits[:1], scripts=False)
+    assert report.outcomes[0].status == "skipped"
+    assert report.outcomes[0].reason == ("scripts/check.py: the environment does not run the "
+                                         "skill's scripts, so a change to one could not be "
+                                         "checked")
+
+
+def test_only_an_agent_target_runs_a_package_s_scripts(tmp_path: Path) -> None:
+    from skillgrad.settings import runs_scripts
+
+    assert not runs_scripts(load_config(toy_config(tmp_path)).config)
+    agent = toy_config(tmp_path, model={"target": {
+        "backend": "agent", "cli": "codex", "endpoint": "http://127.0.0.1:9/v1",
+        "isolate": False}})
+    assert runs_scripts(load_config(agent).config)

@@ -102,6 +102,13 @@ def reflect_settings(cfg: SkillgradConfig, skill: str, context: OptimizerContext
     )
 
 
+def runs_scripts(cfg: SkillgradConfig) -> bool:
+    """Whether the rollouts can run a skill package's scripts, so that a change to one is
+    exercised: an agent target, which gets the package as its folder (in any environment,
+    the coding one included). Every other target reads the scripts as text."""
+    return cfg.model.target.backend == "agent"
+
+
 def candidate_settings(
     cfg: SkillgradConfig, skill: str, context: OptimizerContext
 ) -> CandidateSettings:
@@ -117,7 +124,8 @@ def candidate_settings(
                               rejected_text=render_rejected(rejected(cfg, context)),
                               meta=meta, history=render_history(context.history),
                               **sampling(cfg)),
-        fuzzy_threshold=o.fuzzy_threshold, skill_aware=o.use_skill_aware_reflection,
+        fuzzy_threshold=o.fuzzy_threshold, scripts=runs_scripts(cfg),
+        skill_aware=o.use_skill_aware_reflection,
         reminders_from=o.skill_aware_appendix_source,
         consolidate_threshold=o.skill_aware_consolidate_threshold, meta=meta,
         constraints=size_note(skill, o.max_skill_tokens),

@@ -69,6 +69,7 @@ class CandidateSettings:
     merge: MergeSettings = MergeSettings()
     select: SelectSettings = SelectSettings()
     fuzzy_threshold: float = 0.82
+    scripts: bool = True  # a skill package's scripts/ are editable (the rollouts run them)
     skill_aware: bool = False
     reminders_from: str = "both"
     consolidate_threshold: int = 8
@@ -271,7 +272,8 @@ def update_stage(
     elif settings.mode == "rewrite_from_suggestions":
         proposal = _rewrite(proposal, skill, model_for("rewrite"), settings, evidence)
     else:
-        candidate, report = _apply_selected(proposal, skill, settings.fuzzy_threshold)
+        candidate, report = _apply_selected(proposal, skill, settings.fuzzy_threshold,
+                                            settings.scripts)
         proposal = proposal.adding(
             "apply_report", report, candidate=candidate, report=report,
             n_applied=report.count("applied"), n_fuzzy=report.count("applied_fuzzy"),
@@ -300,7 +302,8 @@ def _retrain_trigger(
                            description=made.description)
 
 
-def _apply_selected(proposal: Proposal, skill: str, threshold: float) -> tuple[str, ApplyReport]:
+def _apply_selected(proposal: Proposal, skill: str, threshold: float,
+                    scripts: bool = True) -> tuple[str, ApplyReport]:
     """Apply the selected edits; one that could not be applied (no change, duplicate content,
     anchor not found) gives its place to the next ranked edit, so it does not waste the step.
     The report lists the refused edits first, then every edit tried, in order."""
@@ -313,7 +316,7 @@ def _apply_selected(proposal: Proposal, skill: str, threshold: float) -> tuple[s
     queue = kept + spare
     while queue and landed < wanted:
         edit = queue.pop(0)
-        skill, report = apply_edits(skill, [edit], fuzzy_threshold=threshold)
+        skill, report = apply_edits(skill, [edit], fuzzy_threshold=threshold, scripts=scripts)
         outcome = report.outcomes[0]
         outcomes.append(outcome.model_copy(update={"index": len(outcomes)}))
         landed += outcome.status != "skipped"

@@ -29,11 +29,16 @@ every occurrence is protected the edit is refused rather than retried with a loo
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Literal
+
+import yaml
 
 from skillgrad.agentskills import SkillFileError, errors_of, parse_skill, validate_skill
 from skillgrad.package import MAIN, check_path, is_package, join_package, split_package
@@ -73,7 +78,7 @@ class _Skip(Exception):
 
 
 def apply_edits(
-    skill: str, edits: Sequence[Edit], *, fuzzy_threshold: float = 0.82
+    skill: str, edits: Sequence[Edit], *, fuzzy_threshold: float = 0.82, scripts: bool = True
 ) -> tuple[str, ApplyReport]:
     """Apply ``edits`` in order; return the new skill and one outcome per edit.
 
@@ -82,7 +87,7 @@ def apply_edits(
     if not 0.0 <= fuzzy_threshold <= 1.0:
         raise ValueError(f"fuzzy_threshold must be in [0, 1], got {fuzzy_threshold}")
     if is_package(skill) or any(e.file and e.file != MAIN for e in edits):
-        return _apply_to_package(skill, edits, fuzzy_threshold)
+        return _apply_to_package(skill, edits, fuzzy_threshold, scripts)
     outcomes = []
     for index, edit in enumerate(edits):
         skill, outcome = _apply_one(skill, index, edit, fuzzy_threshold)
@@ -90,17 +95,22 @@ def apply_edits(
     return skill, ApplyReport(outcomes=tuple(outcomes))
 
 
-def _apply_to_package(text: str, edits: Sequence[Edit],
-                      threshold: float) -> tuple[str, ApplyReport]:
+def _apply_to_package(text: str, edits: Sequence[Edit], threshold: float,
+                      scripts: bool = True) -> tuple[str, ApplyReport]:
     """``apply_edits`` on a skill package: each edit lands in one file, the one it names, else
     SKILL.md for an append and the first file (SKILL.md first, then by path) where its anchor
     is found. An append to a path the package lacks creates the file; a delete with no anchor
-    removes the file it names. A file's line in the package text is never an edit's to touch."""
+    removes the file it names. A file's line in the package text is never an edit's to touch.
+    A file under ``scripts/`` is edited only where the rollouts run it (``scripts``), and a
+    code or data file an edit would leave unparseable is not changed."""
     package = split_package(text)
     files = {MAIN: package.main, **package.files}
     outcomes = []
     for index, edit in enumerate(edits):
         path, skip = _file_for(files, edit, threshold)
+        if skip is None and not scripts and path.startswith("scripts/"):
+            skip = (f"{path}: the environment does not run the skill's scripts, so a change "
+                    "to one could not be checked")
         if skip is not None:
             outcomes.append(EditOutcome(index=index, edit=edit, status="skipped", reason=skip))
             continue
@@ -110,6 +120,11 @@ def _apply_to_package(text: str, edits: Sequence[Edit],
                 outcomes.append(EditOutcome(index=index, edit=edit, status="skipped",
                                             reason="empty content"))
                 continue
+            broken = unparseable(path, content + "\n")
+            if broken:
+                outcomes.append(EditOutcome(index=index, edit=edit, status="skipped",
+                                            reason=broken))
+                continue
             files[path] = content + "\n"
             outcomes.append(EditOutcome(index=index, edit=edit, status="applied"))
             continue
@@ -117,10 +132,39 @@ def _apply_to_package(text: str, edits: Sequence[Edit],
             del files[path]
             outcomes.append(EditOutcome(index=index, edit=edit, status="applied"))
             continue
-        files[path], outcome = _apply_one(files[path], index, edit, threshold)
+        new, outcome = _apply_one(files[path], index, edit, threshold)
+        broken = unparseable(path, new) if new != files[path] else None
+        if broken:
+            outcome = outcome.model_copy(update={"status": "skipped", "reason": broken})
+        else:
+            files[path] = new
         outcomes.append(outcome)
     main = files.pop(MAIN)
     return join_package(main, files), ApplyReport(outcomes=tuple(outcomes))
+
+
+def unparseable(path: str, text: str) -> str | None:
+    """Why ``text`` is no longer valid as the file ``path`` names (Python, JSON, YAML or a
+    shell script, by its suffix); None when it parses or is not code or data."""
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+    try:
+        if suffix == "py":
+            ast.parse(text, filename=path)
+        elif suffix == "json":
+            json.loads(text)
+        elif suffix in ("yaml", "yml"):
+            yaml.safe_load(text)
+        elif suffix in ("sh", "bash"):
+            done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True,
+                                  timeout=10, check=False)
+            if done.returncode != 0:
+                first = (done.stderr.strip().splitlines() or ["a syntax error"])[0]
+                return f"edit would leave {path} unparseable: {first}"
+    except SyntaxError as exc:
+        return f"edit would leave {path} unparseable: {exc.msg} (line {exc.lineno})"
+    except (ValueError, yaml.YAMLError) as exc:
+        return f"edit would leave {path} unparseable: {str(exc).splitlines()[0]}"
+    return None
 
 
 def _file_for(files: dict[str, str], edit: Edit, threshold: float) -> tuple[str, str | None]:
