@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("records", ("records", "registry", "skillopt")),
     ("models", ("models",)),
     ("foundations", ("rundir", "sandbox", "prompts", "parallel", "agentskills", "traces",
-                     "redact", "yamlfile", "confine", "seccomp", "namespaces", "console")),
+                     "redact", "yamlfile", "confine", "seccomp", "namespaces", "console",
+                     "package")),
     ("leaves", ("files", "skill", "errors", "version", "words", "dotted")),
 )
 

@@ -22,7 +22,6 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +43,7 @@ from skillgrad.agentskills import (
 from skillgrad.clients import build_client
 from skillgrad.config import load_config
 from skillgrad.errors import SkillgradError
-from skillgrad.files import read_optional, replace_keeping_mode
+from skillgrad.files import backup_beside, read_optional, replace_keeping_mode
 from skillgrad.models.ask_json import ask_json
 from skillgrad.models.base import ChatModel
 from skillgrad.models.messages import Message
@@ -284,39 +283,16 @@ def _write_skill_folder(text: str, root: Path, name: str, force: bool,
     if existing is not None and not force:
         raise ExportError(f"{path}: a different skill named {name!r} is there; give --force to "
                           "replace it (a backup is kept beside it), or another --name")
-    backup = _backup(path) if existing not in (None, text.encode("utf-8")) else None
+    changed = existing not in (None, text.encode("utf-8"))
+    backup = backup_beside(path, ExportError) if changed else None
     for rel, body in files.items():
         target = folder / rel
         if others[rel] is not None and others[rel] != body.encode("utf-8"):
-            _backup(target)
+            backup_beside(target, ExportError)
         target.parent.mkdir(parents=True, exist_ok=True)
         _write_file(target, body)
     _write_file(path, text)
     return Exported(path, changed=True, backup=backup)
-
-
-def _backup(path: Path) -> Path:
-    """A copy of ``path`` beside it, ``SKILL.md.bak-<UTC stamp>``, never over another one."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for n in range(1, 1000):
-        backup = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n > 1 else ""))
-        try:
-            # The very bytes, at once: the old file lives on under the new name (the file a
-            # link points to, which is the one replaced; a link of a link would show the new).
-            os.link(os.path.realpath(path), backup)
-            return backup
-        except FileExistsError:
-            continue
-        except OSError:  # a file system without hard links: a copy instead
-            try:
-                with backup.open("xb") as fh:
-                    fh.write(path.read_bytes())
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            except FileExistsError:
-                continue
-            return backup
-    raise ExportError(f"{path}: 999 backups made this second already; try again")
 
 
 # ----------------------------------------------------------------------------- memory files

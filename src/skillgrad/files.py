@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from datetime import datetime, timezone
 from pathlib import Path
 
 from skillgrad.errors import SkillgradError
@@ -81,3 +82,28 @@ def naming_error(exc: OSError, path: Path) -> OSError:
     if exc.errno is None:
         return exc
     return OSError(exc.errno, exc.strerror, str(path))
+
+
+def backup_beside(path: Path, error: type[SkillgradError]) -> Path:
+    """A copy of ``path`` beside it, ``<name>.bak-<UTC stamp>``, never over another one (an
+    ``error`` when a thousand were made this second)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 1000):
+        backup = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{n}" if n > 1 else ""))
+        try:
+            # The very bytes, at once: the old file lives on under the new name (the file a
+            # link points to, which is the one replaced; a link of a link would show the new).
+            os.link(os.path.realpath(path), backup)
+            return backup
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links: a copy instead
+            try:
+                with backup.open("xb") as fh:
+                    fh.write(path.read_bytes())
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except FileExistsError:
+                continue
+            return backup
+    raise error(f"{path}: 999 backups made this second already; try again")

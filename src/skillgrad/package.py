@@ -20,12 +20,17 @@ refused in one line.
 
 from __future__ import annotations
 
+import ast
 import difflib
+import json
 import os
 import re
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import yaml
 
 from skillgrad.errors import DataError
 from skillgrad.skill import MAX_SKILL_BYTES, read_skill_file
@@ -43,6 +48,7 @@ __all__ = [
     "read_folder",
     "read_skill",
     "split_package",
+    "unparseable",
     "write_folder",
 ]
 
@@ -228,3 +234,27 @@ def package_diff(text_a: str, text_b: str, label_a: str, label_b: str,
             f"{label_a}: {path}" if old is not None else "/dev/null",
             f"{label_b}: {path}" if new is not None else "/dev/null", lineterm="", n=context)
     return lines
+
+
+def unparseable(path: str, text: str) -> str | None:
+    """Why ``text`` is no longer valid as the file ``path`` names (Python, JSON, YAML or a
+    shell script, by its suffix); None when it parses or is not code or data."""
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+    try:
+        if suffix == "py":
+            ast.parse(text, filename=path)
+        elif suffix == "json":
+            json.loads(text)
+        elif suffix in ("yaml", "yml"):
+            yaml.safe_load(text)
+        elif suffix in ("sh", "bash"):
+            done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True,
+                                  timeout=10, check=False)
+            if done.returncode != 0:
+                first = (done.stderr.strip().splitlines() or ["a syntax error"])[0]
+                return f"edit would leave {path} unparseable: {first}"
+    except SyntaxError as exc:
+        return f"edit would leave {path} unparseable: {exc.msg} (line {exc.lineno})"
+    except (ValueError, yaml.YAMLError) as exc:
+        return f"edit would leave {path} unparseable: {str(exc).splitlines()[0]}"
+    return None

@@ -203,8 +203,7 @@ def _os_problem(exc: OSError) -> str:
 @app.command("eval")
 def eval_(
     config: ConfigArg,
-    skill: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        "--skill", help="Skill markdown file to score.")] = None,
+    skill: Annotated[Optional[Path], typer.Option("--skill", help="Skill file or folder to score.")] = None,  # noqa: UP045
     initial: Annotated[bool, typer.Option(
         "--initial", help="Score the skill training starts from (env.skill_init, else the "
         "environment's shipped one).")] = False,

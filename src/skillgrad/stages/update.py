@@ -19,6 +19,9 @@ Guarantees (what makes the step *bounded*):
   no longer parses, breaks a rule of the format (a description of 1-1,024 characters, ...)
   or renames the skill is skipped, with the rule it broke.
 
+(Over the house limit of ~400 lines: an edit of a skill package lands in one of its files by
+the same anchor search as an edit of a document, which stays private to this module.)
+
 Anchors are located in three steps: (1) exact substring of the stripped anchor; (2) the same
 after normalising both sides (casefold, collapse whitespace, drop markdown punctuation and list
 numbering), mapped back to the original characters; (3) the most similar run of consecutive
@@ -29,19 +32,21 @@ every occurrence is protected the edit is refused rather than retried with a loo
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Literal
 
-import yaml
-
 from skillgrad.agentskills import SkillFileError, errors_of, parse_skill, validate_skill
-from skillgrad.package import MAIN, check_path, is_package, join_package, split_package
+from skillgrad.package import (
+    MAIN,
+    check_path,
+    is_package,
+    join_package,
+    split_package,
+    unparseable,
+)
 from skillgrad.records import ApplyReport, Edit, EditOutcome
 from skillgrad.skill import Block, neutralise_markers, protected_spans, remove_span
 
@@ -141,30 +146,6 @@ def _apply_to_package(text: str, edits: Sequence[Edit], threshold: float,
         outcomes.append(outcome)
     main = files.pop(MAIN)
     return join_package(main, files), ApplyReport(outcomes=tuple(outcomes))
-
-
-def unparseable(path: str, text: str) -> str | None:
-    """Why ``text`` is no longer valid as the file ``path`` names (Python, JSON, YAML or a
-    shell script, by its suffix); None when it parses or is not code or data."""
-    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
-    try:
-        if suffix == "py":
-            ast.parse(text, filename=path)
-        elif suffix == "json":
-            json.loads(text)
-        elif suffix in ("yaml", "yml"):
-            yaml.safe_load(text)
-        elif suffix in ("sh", "bash"):
-            done = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True,
-                                  timeout=10, check=False)
-            if done.returncode != 0:
-                first = (done.stderr.strip().splitlines() or ["a syntax error"])[0]
-                return f"edit would leave {path} unparseable: {first}"
-    except SyntaxError as exc:
-        return f"edit would leave {path} unparseable: {exc.msg} (line {exc.lineno})"
-    except (ValueError, yaml.YAMLError) as exc:
-        return f"edit would leave {path} unparseable: {str(exc).splitlines()[0]}"
-    return None
 
 
 def _file_for(files: dict[str, str], edit: Edit, threshold: float) -> tuple[str, str | None]:
