@@ -127,13 +127,19 @@ def test_an_agent_cli_as_the_optimizer_answers_in_json_without_tools(tmp_path: P
 
 
 def test_a_real_agent_reads_a_reference_file_of_its_skill_package(tmp_path: Path) -> None:
-    """A skill package is placed as its folder: the agent loads SKILL.md, which sends it to
-    references/count.md, and reads that file where the CLI keeps the skill."""
-    from skillgrad.package import join_package
+    """A skill package, exported as an Agent Skills folder and read back, is placed as that
+    folder: the agent loads SKILL.md, which sends it to references/count.md, and reads that
+    file where the CLI keeps the skill."""
+    from skillgrad.export import write_export
+    from skillgrad.package import join_package, read_folder
 
     body = "- Count the files as references/count.md says (rule 7731).\n"
-    skill = join_package(f"---\nname: {NAME}\ndescription: {DESCRIPTION}\n---\n\n{body}",
-                         {"references/count.md": "Count with `ls -1 | wc -l` (rule 9913).\n"})
+    trained = join_package(body, {"references/count.md": "Count with `ls -1 | wc -l` (rule "
+                                                         "9913).\n"})
+    write_export(trained, "skill-folder", tmp_path / "exported", name=NAME,
+                 description=DESCRIPTION)
+    skill = read_folder(tmp_path / "exported" / NAME)  # the folder an agent would be given
+    assert (tmp_path / "exported" / NAME / "references" / "count.md").is_file()
     codex = AGENT_CLIS["codex"]
     serve = tmp_path / "serve.yaml"
     serve.write_text(json.dumps({"model": {"target": {

@@ -461,3 +461,19 @@ def test_only_an_agent_target_runs_a_package_s_scripts(tmp_path: Path) -> None:
         "backend": "agent", "cli": "codex", "endpoint": "http://127.0.0.1:9/v1",
         "isolate": False}})
     assert runs_scripts(load_config(agent).config)
+
+
+def test_show_names_the_file_an_edit_created(tmp_path: Path) -> None:
+    cfg = toy_config(tmp_path, model={"optimizer": {
+        "backend": "scripted", "function": "test_package:reference_optimizer"}},
+        env={"skill_init": "toy-skill"}, train={"num_epochs": 1, "batch_size": 100,
+                                                "steps_per_epoch": 2, "seed": 7})
+    (tmp_path / "toy-skill").mkdir()
+    (tmp_path / "toy-skill" / MAIN).write_text(toy.INITIAL_SKILL)
+    (tmp_path / "toy-skill" / "old.md").write_text("# Old notes\n")
+    build_trainer(load_config(cfg), tmp_path / "run").fit()
+    shown = " ".join(cli("show", str(tmp_path / "run")).stdout.split())
+    assert "append references/year.md: applied" in shown, shown
+    best = split_package((tmp_path / "run" / "best_skill.md").read_text())
+    assert "references/year.md" in best.files
+

@@ -158,7 +158,7 @@ def _applied(folder: WorkDir) -> list[EditView]:
     report = read_model(folder.path / WorkDir.ARTIFACTS["apply_report"], ApplyReport)
     if report is None:
         return []
-    out = [EditView("edit", o.edit.op, _edit_text(o.edit), o.status, o.edit.anchor,
+    out = [EditView("edit", _op(o.edit), _edit_text(o.edit), o.status, o.edit.anchor,
                     o.reason or "", o.matched, o.similarity) for o in report.outcomes]
     ranked = read_model(folder.path / WorkDir.ARTIFACTS["ranked_edits"], Selection)
     tried = [o.edit for o in report.outcomes]
@@ -183,7 +183,14 @@ def _reminders(folder: WorkDir) -> list[EditView]:
 def _item(item: Edit | Suggestion, outcome: str, reason: str = "") -> EditView:
     if isinstance(item, Suggestion):
         return EditView("suggestion", item.type, item.description, outcome, reason=reason)
-    return EditView("edit", item.op, _edit_text(item), outcome, item.anchor, reason)
+    return EditView("edit", _op(item), _edit_text(item), outcome, item.anchor, reason)
+
+
+def _op(edit: Edit | Suggestion) -> str:
+    """An edit's op, and the file of a skill package it names ("append references/a.md")."""
+    if isinstance(edit, Suggestion):
+        return edit.type
+    return f"{edit.op} {edit.file}" if edit.file else edit.op
 
 
 def _edit_text(edit: Edit) -> str:

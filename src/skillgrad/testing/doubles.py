@@ -292,10 +292,12 @@ reader_optimizer = scripted_optimizer(reader_failures)
 def edits_in_prompt(prompt: str) -> list[dict[str, Any]]:
     """Edits listed in a merge prompt, duplicates folded, support summed."""
     merged: dict[str, dict[str, Any]] = {}
-    pattern = r"\[(\w+)\] support (\d+)\n(?:   anchor: (.*)\n)?   content: (.*)"
-    for op, support, anchor, content in re.findall(pattern, prompt):
+    pattern = (r"\[(\w+)\] support (\d+)\n(?:   anchor: (.*)\n)?(?:   file: (.*)\n)?"
+               r"   content: (.*)")
+    for op, support, anchor, file, content in re.findall(pattern, prompt):
         text = ast.literal_eval(content)
         entry = merged.setdefault(text, {"op": op, "anchor": ast.literal_eval(anchor or "''"),
-                                         "content": text, "support": 0})
+                                         "content": text, "support": 0,
+                                         **({"file": file} if file else {})})
         entry["support"] += int(support)
     return sorted(merged.values(), key=lambda e: -e["support"])
