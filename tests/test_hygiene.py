@@ -409,3 +409,19 @@ def test_an_edit_that_changes_nothing_gives_its_place_to_the_next(toy_dir: Path)
     record = json.loads((step / "record.json").read_text())
     assert record["decision"] == "accept_new_best"
     assert toy.rule("year") in (out / "best_skill.md").read_text()
+
+
+def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
+    """WebShop's analyst wrote "If the agent does not open an item, say 'Before you answer,
+    open the item.'": the coach's view of the agent, not a line the agent reads as its own."""
+    from skillgrad.stages.hygiene import unseen_quote
+
+    quote = unseen_quote("If the agent does not open an item, say 'Before you answer, open the "
+                         "item.'")
+    assert quote is not None and quote.kind == "about"
+    assert quote.reason() == "speaks about the agent instead of to it: 'If the agent'"
+    assert unseen_quote("The agent should search first.") is not None
+    for fine in ("Open an item before you buy.", "If you did not open an item, open one.",
+                 "You are an agent that shops; open the first matching item.",
+                 "Use the agent tool to read a file."):
+        assert unseen_quote(fine) is None, fine

@@ -74,7 +74,7 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
-               "instructions", "refused", "unseen", "analysis", "group"]
+               "instructions", "refused", "unseen", "analysis", "group", "about"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -96,6 +96,12 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
     re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )
+# A line about the agent, in the third person ("If the agent does not open an item, say
+# ..."): the coach's view of the agent, not an instruction the agent reads as its own.
+_ABOUT = re.compile(
+    r"\b(?:if|when|unless|whether|once|until|before|after)\s+the\s+(?:agent|assistant)\b(?!')"
+    r"|\bthe\s+(?:agent|assistant)\s+(?:should|must|does|did|is|was|has|had|will|can|"
+    r"cannot|needs?|fails?|tries|tried)\b", re.IGNORECASE)
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
     r"words?\b|\bexcept\s+for\s+case\s+or\s+punctuation\b|\bis\s+part\s+of\s+an?\s+"
@@ -148,6 +154,7 @@ class Quote:
             "group": f"quotes what only one group of training items says (such as{where})",
             "unseen": "speaks of what the agent never sees",
             "analysis": "echoes skillgrad's failure analysis",
+            "about": "speaks about the agent instead of to it",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
 
@@ -229,10 +236,11 @@ def _strings(reference: Any) -> list[str]:
 
 def unseen_quote(text: str, skill: str = "") -> Quote | None:
     """A phrase of ``text`` that speaks of what the agent never sees (its reply compared with
-    the expected answer, whether its reply is correct), or that echoes the failure analysis's
-    relation words; None when there is none, or the skill already says it."""
+    the expected answer, whether its reply is correct), that echoes the failure analysis's
+    relation words, or that speaks about the agent in the third person; None when there is
+    none, or the skill already says it."""
     checks: tuple[tuple[Kind, tuple[re.Pattern[str], ...]], ...] = (
-        ("analysis", (_ANALYSIS,)), ("unseen", _UNSEEN))
+        ("analysis", (_ANALYSIS,)), ("unseen", _UNSEEN), ("about", (_ABOUT,)))
     for kind, patterns in checks:
         for pattern in patterns:
             found = pattern.search(text)
