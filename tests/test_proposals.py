@@ -197,6 +197,8 @@ def test_an_episode_with_no_answer_to_compare_shows_what_went_wrong_counted() ->
     assert "Its reply: click[Next >]\n" in text
     assert "as read from the reply" not in text  # the route already shows the actions
     assert reason_clauses("a (b (c)); d") == {"a": "a", "d": "d"}
+    assert list(reason_clauses("A1 expected 'x', got empty; and 9 more; no cell changed")) == [
+        "A1 expected '…', got empty", "no cell changed"]  # a list's tail is no failure
 
 
 def test_a_rule_becomes_an_appended_bullet() -> None:

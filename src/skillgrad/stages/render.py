@@ -124,7 +124,7 @@ def reason_clauses(reason: str) -> dict[str, str]:
         while (shorter := re.sub(r"\s*\([^()]*\)", "", bare)) != bare:  # nested ones too
             bare = shorter
         bare = bare.strip(" .")
-        if bare:
+        if bare and not re.match(r"(?:and|or)\s", bare):  # "and 9 more" ends a list
             out.setdefault(reason_kind(bare), bare)
     return out
 
