@@ -425,3 +425,26 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "You are an agent that shops; open the first matching item.",
                  "Use the agent tool to read a file."):
         assert unseen_quote(fine) is None, fine
+
+
+def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
+    """A doc_qa analyst wrote "... the location the customer went to while researching
+    wheatgrass juicers ...": shorter than an instance run, but two of its words are in one
+    question of the step and in no other."""
+    def result(task_id: str, question: str) -> RolloutResult:
+        return RolloutResult(task_id=task_id, answer="x", hard=0.0, soft=0.0, messages=(
+            Message(role="system", content="skill"),
+            Message(role="user", content=f"Question: {question}")))
+
+    evidence = Evidence.of([
+        result("a", "The customer says he went into what state while researching wheatgrass "
+                    "juicers?"),
+        result("b", "What product are they reviewing?"),
+        result("c", "How much must one pay for a passport?"),
+        result("d", "What revenue growth does management expect?")])
+    quote = find_quote("Before you answer, recall where the customer went while researching "
+                       "wheatgrass juicers.", evidence)
+    assert quote is not None and quote.kind == "instance" and quote.task_id == "a"
+    assert "researching wheatgrass" in quote.quoted
+    assert find_quote("Before you answer, search with the names the question gives.",
+                      evidence) is None

@@ -357,7 +357,9 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     of one group of tasks (the tasks about one entity, or of one question template), an
     instance fact like one task's words. "Include the full duration of the call in seconds"
     quotes the template of the questions about calls; "the format the question asks for"
-    quotes none."""
+    quotes none. Three words of one task's input, two of which no other task's input has
+    ("while researching wheatgrass juicers"), are that task's: shorter than an instance run,
+    and as much that item's."""
     n_tasks = len(evidence.inputs)
     if n_tasks < 3:
         return None
@@ -373,11 +375,13 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     for start in _in_order(mine, set(holders), GROUP_RUN):
         run = tuple(mine[start : start + GROUP_RUN])
         ids = holders[run]
-        if not 2 <= len(ids) < SCAFFOLD_SHARE * n_tasks:
+        if not len(ids) < SCAFFOLD_SHARE * n_tasks:
             continue
         marks = [w for w in run if w not in _STOP and w not in own_words and not w.isdigit()
                  and len(w) > 2 and counts.get(w, 0) == len(ids)]
-        if marks:  # a word only these tasks' inputs have
+        if len(ids) == 1 and len([w for w in marks if len(w) > 4]) >= 2:
+            return Quote("instance", " ".join(run), ids[0])  # two long words of one task's
+        if len(ids) >= 2 and marks:  # a word only these tasks' inputs have
             return Quote("group", " ".join(run), ids[0])
     return None
 
