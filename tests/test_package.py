@@ -477,3 +477,19 @@ def test_show_names_the_file_an_edit_created(tmp_path: Path) -> None:
     best = split_package((tmp_path / "run" / "best_skill.md").read_text())
     assert "references/year.md" in best.files
 
+
+
+@pytest.mark.parametrize("override", ["optimizer.use_slow_update=true",
+                                      "optimizer.skill_update_mode=rewrite_from_suggestions"])
+def test_a_mode_that_writes_across_a_package_s_files_is_refused_in_one_line(
+        tmp_path: Path, override: str) -> None:
+    from e2e import one_line_error
+
+    cfg = toy_config(tmp_path, env={"skill_init": "toy-skill"})
+    (tmp_path / "toy-skill").mkdir()
+    (tmp_path / "toy-skill" / MAIN).write_text(toy.INITIAL_SKILL)
+    (tmp_path / "toy-skill" / "notes.md").write_text("# Notes\n")
+    proc = cli("train", str(cfg), "--out", str(tmp_path / "run"), "--set", override)
+    line = one_line_error(proc)
+    assert f"{override.replace('=', ': ')}: a skill package" in line, line
+    assert not (tmp_path / "run" / "checkpoint.json").exists()

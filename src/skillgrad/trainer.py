@@ -25,12 +25,13 @@ from skillgrad import settings
 from skillgrad.build import build_environment
 from skillgrad.callbacks import TrainerCallback
 from skillgrad.clients import build_clients
-from skillgrad.config import ResolvedConfig, load_config
+from skillgrad.config import ResolvedConfig, SkillgradConfig, load_config
 from skillgrad.envs.base import Environment
-from skillgrad.errors import DataError, RunStopped
+from skillgrad.errors import ConfigError, DataError, RunStopped
 from skillgrad.execution import rollout_environment
 from skillgrad.export import default_description, export_skill, skill_name
 from skillgrad.models.client import CallJournal, Meter, ModelClient, StageModel
+from skillgrad.package import is_package
 from skillgrad.parallel import fan_out
 from skillgrad.records import (
     EpochUpdate,
@@ -645,6 +646,8 @@ class Trainer:
         skill = self.env.initial_skill()
         if not skill.strip():
             raise DataError("the initial skill is empty")
+        if is_package(skill):
+            _check_package_modes(self.cfg)
         cap = self.cfg.optimizer.max_skill_tokens
         if cap is not None and estimate_tokens(skill) > cap:
             raise DataError(f"the initial skill is {estimate_tokens(skill)} estimated tokens, "
@@ -786,3 +789,19 @@ def build_trainer(
     return Trainer(resolved, env, clients["target"], clients["optimizer"], run,
                    callbacks=[*callbacks, *trackers], allow_config_change=allow_config_change,
                    prior_rejected=prior_rejected)
+
+
+def _check_package_modes(cfg: SkillgradConfig) -> None:
+    """A skill package trains by edits, each in one of its files: the modes that rewrite the
+    whole document, or write protected blocks at its end, would write across its files."""
+    o = cfg.optimizer
+    found = [f"optimizer.skill_update_mode: {o.skill_update_mode}"] \
+        if o.skill_update_mode != "patch" else []
+    found += [f"optimizer.{key}: true" for key in ("use_slow_update",
+                                                    "use_skill_aware_reflection")
+              if getattr(o, key)]
+    if found:
+        raise ConfigError(f"{found[0]}: a skill package (env.skill_init names a folder) trains "
+                          "with skill_update_mode: patch, without use_slow_update and "
+                          "use_skill_aware_reflection, which write across its files")
+
