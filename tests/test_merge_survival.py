@@ -53,14 +53,15 @@ def _settings(form: str, mode: str = "patch") -> CandidateSettings:
                              select=SelectSettings(mode="none"))
 
 
-def _through(patches: list[Patch], merge: Any, settings: CandidateSettings) -> Any:
+def _through(patches: list[Patch], merge: Any, settings: CandidateSettings,
+             skill: str = SKILL) -> Any:
     model = ScriptedModel(fn=merge)
-    proposal = aggregate_stage(SKILL, patches, model, settings, requests=REQUESTS)
-    proposal = select_stage(proposal, 8, SKILL, model, settings,
+    proposal = aggregate_stage(skill, patches, model, settings, requests=REQUESTS)
+    proposal = select_stage(proposal, 8, skill, model, settings,
                             lambda doc: EvalScore(split="val", skill_hash="x", hard=0, soft=0,
                                                   n=0, per_task={}),
                             lambda score, doc: 0.0)
-    return update_stage(proposal, SKILL, patches, lambda stage: model, settings), model
+    return update_stage(proposal, skill, patches, lambda stage: model, settings), model
 
 
 def _merged(proposal: Any) -> Patch:
@@ -200,7 +201,6 @@ def test_the_file_a_package_edit_names_survives_a_merge_that_leaves_it_out() -> 
     """Two minibatches each start a reference file of a skill package; the merge answers with
     the edits but without their files. Each is put back in the file it was proposed for."""
     from skillgrad.package import join_package, split_package
-    from skillgrad.stages.candidate import aggregate_stage, select_stage, update_stage
 
     skill = join_package(SKILL, {"references/format.md": "# Format\n\nHH:MM.\n"})
     patches = [
@@ -220,14 +220,7 @@ def test_the_file_a_package_edit_names_survives_a_merge_that_leaves_it_out() -> 
             {"op": "insert_after", "anchor": "# Format", "file": "", "rationale": "r",
              "support": 1, "content": "Two digits a field."}]})
 
-    settings = _settings("edits")
-    model = ScriptedModel(fn=small_model)
-    proposal = aggregate_stage(skill, patches, model, settings, requests=REQUESTS)
-    proposal = select_stage(proposal, 8, skill, model, settings,
-                            lambda doc: EvalScore(split="val", skill_hash="x", hard=0, soft=0,
-                                                  n=0, per_task={}),
-                            lambda score, doc: 0.0)
-    done = update_stage(proposal, skill, patches, lambda stage: model, settings)
+    done, _ = _through(patches, small_model, _settings("edits"), skill)
     assert "file: references/seconds.md" in seen[0].messages[-1].text()  # the merge is shown it
     assert "PackageEditReply" in json.dumps(seen[0].json_schema)
     merged = _merged(done)

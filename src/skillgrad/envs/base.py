@@ -106,8 +106,8 @@ def traced_rollout(env: Environment, task: Task, skill: str, model: ChatModel) -
     package = split_package(skill)
     offered = any(m.role == "system" and READ_OFFER in m.text() for m in result.messages)
     if package.files and (traces or offered):  # which files it opened: its calls name them
-        metadata["references_read"] = {path: path in _calls_text(messages)
-                                       for path in package.files}
+        called = _calls_text(messages)
+        metadata["references_read"] = {path: path in called for path in package.files}
     if traces:
         loads = [t.skill_loaded for t in traces if t.skill_loaded is not None]
         metadata["agent"] = {
