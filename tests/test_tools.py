@@ -88,6 +88,35 @@ def test_calls_that_are_not_plain_literals_are_mistakes(action: str) -> None:
     assert not episode.actions[0].ok and "not valid JSON" in episode.actions[0].observation
 
 
+def test_every_action_line_of_a_reply_runs_in_order_and_the_agent_sees_each_result() -> None:
+    reply = ('I will look both up.\nACTION: search {"query": "heron"}\n'
+             'OBSERVATION: (made up by the agent)\nACTION: search {"query": "plover"}')
+    model = ScriptedModel([reply, "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    assert [a.arguments["query"] for a in episode.actions] == ["heron", "plover"]
+    assert episode.answer == "1931" and episode.turns == 2
+    seen = model.calls[1].messages[-1].text()
+    assert seen.index("OBSERVATION 1 (search):\nThe Amber Heron") < seen.index(
+        "OBSERVATION 2 (search):\nThe Grey Plover sank.")
+
+
+def test_an_answer_in_a_reply_that_acts_is_not_taken_and_the_agent_is_told() -> None:
+    model = ScriptedModel(['ACTION: search {"query": "heron"}\nANSWER: 1920', "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    assert episode.answer == "1931" and len(episode.actions) == 1
+    seen = model.calls[1].messages[-1].text()
+    assert seen.startswith("OBSERVATION:\nThe Amber Heron") and "NOT TAKEN: your ANSWER" in seen
+
+
+def test_at_most_eight_actions_of_one_reply_run_and_the_rest_are_reported() -> None:
+    reply = "\n".join(f'ACTION: search {{"query": "heron {n}"}}' for n in range(11))
+    model = ScriptedModel([reply, "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    assert len(episode.actions) == 8
+    assert "NOT RUN: 3 more ACTION lines (at most 8 run per reply)" in (
+        model.calls[1].messages[-1].text())
+
+
 def test_the_turn_limit_ends_an_episode_without_answer() -> None:
     model = ScriptedModel(default='ACTION: search {"query": "heron"}')
     episode = run_episode(model, SKILL, "q", [SEARCH], max_turns=3)
