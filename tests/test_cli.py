@@ -151,6 +151,15 @@ def test_show_on_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     assert "not a skillgrad run directory" in line
 
 
+def test_show_on_a_folder_of_runs_names_the_runs_in_it(tmp_path: Path) -> None:
+    for name in ("seed1", "seed0"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text("{}")
+    (tmp_path / "compare.json").write_text("{}")
+    line = one_line_error(cli("show", str(tmp_path)))
+    assert line.endswith("not a skillgrad run directory (the runs inside it: seed0, seed1)")
+
+
 def test_training_into_a_foreign_folder_is_refused(toy_dir: Path) -> None:
     cfg = toy_config(toy_dir)
     foreign = toy_dir / "notes"

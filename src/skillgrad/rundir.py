@@ -475,8 +475,12 @@ class RunDir:
         if self.marker_path.exists() or self.checkpoint_path.exists():
             return
         if any(p.name != LOCK for p in self.root.iterdir()):
+            runs = sorted(p.name for p in self.root.iterdir()
+                          if p.is_dir() and (p / self.marker_path.name).exists())
+            inside = (f" (the runs inside it: {', '.join(runs[:6])}"
+                      f"{', …' if len(runs) > 6 else ''})" if runs else "")
             raise RunDirError(f"{self.root}: exists, is not empty and is not a skillgrad run "
-                              "directory")
+                              f"directory{inside}")
 
     def write_marker(self, fingerprint: str, version: str) -> None:
         self.write_json(self.marker_path, {"fingerprint": fingerprint, "skillgrad": version})
