@@ -16,7 +16,12 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task, render_expected
 from skillgrad.settings import sample_temperature
-from skillgrad.stages.render import compare_reply, reason_clauses, render_contrast
+from skillgrad.stages.render import (
+    compare_reply,
+    reason_clauses,
+    render_contrast,
+    render_setting,
+)
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
 from skillgrad.trainer import build_trainer
 
@@ -116,9 +121,37 @@ def test_the_rules_prompt_sets_each_reply_beside_its_expected_answer(toy_dir: Pa
             "Its answer, as read from the reply: 1902 probably\nExpected: '1902'\n"
             "So: its reply contains an expected answer plus 1 more word.\n") in prompt
     assert "Result:" not in prompt and "FAILED:" not in prompt  # no scorer wording
+    assert "What the agent is told after the skill" not in prompt  # it is told the skill only
     # The rule (the toy's first try for years) becomes one bullet at the skill's end.
     candidate = (step / "candidate.md").read_text()
     assert candidate.rstrip().endswith(f"\n\n- {toy.HARMFUL}")
+
+
+def test_the_analyst_sees_the_tools_the_agent_was_told_of_after_its_skill() -> None:
+    """An agent with tools reads, after its skill, which tools it has and how to call them;
+    the analyst is shown that once, so a rule can say which tool to call and how."""
+    from skillgrad.envs.tools import Tool, run_episode
+    from skillgrad.models.scripted import ScriptedModel
+    search = Tool("search", "Search the documents.",
+                  {"type": "object", "properties": {"query": {"type": "string"}},
+                   "required": ["query"]}, lambda query: "nothing")
+    skill = "# Documents\n\nLook things up before you answer.\n"
+
+    def result(skill_text: str) -> RolloutResult:
+        episode = run_episode(ScriptedModel(["ANSWER: Paris"]), skill_text, "Where?", [search])
+        return RolloutResult(task_id="a", answer="Paris", hard=0.0, soft=0.0,
+                             messages=list(episode.messages))
+    block = render_setting([result(skill)], skill)
+    assert block.startswith("\n## What the agent is told after the skill\n")
+    assert "- search(query: string): Search the documents." in block
+    assert 'ACTION: search {"query": "..."}' in block and "Look things up" not in block
+    package = skill + "\n<!-- skillgrad:file references/how.md -->\n# How\n\n1. Search.\n"
+    shown = render_setting([result(package)], package)
+    assert "references/how.md: How" in shown and "read_skill_file" in shown
+    alone = RolloutResult(task_id="a", answer="x", hard=0.0, soft=0.0,
+                          messages=[Message(role="system", content=skill),
+                                    Message(role="user", content="q")])
+    assert render_setting([alone], skill) == ""  # the skill alone: nothing more to show
 
 
 def test_render_contrast_shows_task_tools_reply_and_expected() -> None:

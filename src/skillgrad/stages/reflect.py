@@ -41,6 +41,7 @@ from skillgrad.stages.render import (
     render_breakdown,
     render_contrast,
     render_rejected,
+    render_setting,
     render_trajectories,
 )
 from skillgrad.stages.replies import (
@@ -162,6 +163,7 @@ def analyse(
     if rules:
         prompt = prompts.render(
             name, skill=skill, meta=settings.meta, rejected=rejected_text, count=str(len(batch)),
+            setting=render_setting(batch, skill),
             contrast=render_contrast(batch, tasks or {}, settings.max_trajectory_chars),
             max_edits=str(settings.max_edits), constraints=settings.constraints)
         shape, schema = RulesReply, rules_schema(settings.max_edits)

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from skillgrad.package import split_package
 from skillgrad.records import (
     Edit,
     RejectedStep,
@@ -44,6 +45,27 @@ def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str
         f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
         f"\n{body}\nResult: {verdict}\n"
     )
+
+
+def render_setting(batch: Sequence[RolloutResult], skill: str, max_chars: int = 2000) -> str:
+    """What the agent was told after its skill, in the system message of the batch's first
+    rollout that has one (the tools and how it calls them, a package's file list), as a block
+    of the analyst's prompt; empty when the system message is the skill alone. The analyst
+    then knows how the agent acts, and a rule may say which tool to call and how."""
+    heads = sorted({skill.rstrip(), split_package(skill).main.rstrip()}, key=len, reverse=True)
+    for r in batch:
+        system = next((m.text() for m in r.messages if m.role == "system"), None)
+        head = next((h for h in heads if system is not None and system.startswith(h)), None)
+        if system is None or head is None:
+            continue
+        rest = system[len(head):].strip()
+        if not rest:
+            return ""
+        return ("\n## What the agent is told after the skill\n"
+                "The agent sees this after its skill on every task; a rule may say which of "
+                "these tools to call, and how.\n<told>\n"
+                f"{clip_middle(rest, max_chars)}\n</told>\n")
+    return ""
 
 
 def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
