@@ -88,16 +88,20 @@ def test_calls_that_are_not_plain_literals_are_mistakes(action: str) -> None:
     assert not episode.actions[0].ok and "not valid JSON" in episode.actions[0].observation
 
 
-def test_every_action_line_of_a_reply_runs_in_order_and_the_agent_sees_each_result() -> None:
+def test_one_action_runs_per_reply_and_the_agent_is_told_what_did_not() -> None:
+    """The protocol asks for one action a reply: a reply with more runs its first, and the
+    agent is told that the rest did not run, where they were once dropped unseen."""
     reply = ('I will look both up.\nACTION: search {"query": "heron"}\n'
-             'OBSERVATION: (made up by the agent)\nACTION: search {"query": "plover"}')
+             'OBSERVATION: (made up by the agent)\nACTION: search {"query": "plover"}\n'
+             'ACTION: search {"query": "tern"}')
     model = ScriptedModel([reply, "ANSWER: 1931"])
     episode = run_episode(model, SKILL, "q", [SEARCH])
-    assert [a.arguments["query"] for a in episode.actions] == ["heron", "plover"]
+    assert [a.arguments["query"] for a in episode.actions] == ["heron"]
     assert episode.answer == "1931" and episode.turns == 2
     seen = model.calls[1].messages[-1].text()
-    assert seen.index("OBSERVATION 1 (search):\nThe Amber Heron") < seen.index(
-        "OBSERVATION 2 (search):\nThe Grey Plover sank.")
+    assert seen.startswith("OBSERVATION:\nThe Amber Heron was launched in 1931.\n\n")
+    assert seen.endswith("NOT RUN: the 2 more ACTION lines of that reply (one action per "
+                         "reply; send the next after you see this result)")
 
 
 def test_an_answer_in_a_reply_that_acts_is_not_taken_and_the_agent_is_told() -> None:
@@ -105,16 +109,11 @@ def test_an_answer_in_a_reply_that_acts_is_not_taken_and_the_agent_is_told() -> 
     episode = run_episode(model, SKILL, "q", [SEARCH])
     assert episode.answer == "1931" and len(episode.actions) == 1
     seen = model.calls[1].messages[-1].text()
-    assert seen.startswith("OBSERVATION:\nThe Amber Heron") and "NOT TAKEN: your ANSWER" in seen
-
-
-def test_at_most_eight_actions_of_one_reply_run_and_the_rest_are_reported() -> None:
-    reply = "\n".join(f'ACTION: search {{"query": "heron {n}"}}' for n in range(11))
-    model = ScriptedModel([reply, "ANSWER: 1931"])
-    episode = run_episode(model, SKILL, "q", [SEARCH])
-    assert len(episode.actions) == 8
-    assert "NOT RUN: 3 more ACTION lines (at most 8 run per reply)" in (
-        model.calls[1].messages[-1].text())
+    assert "NOT TAKEN: the ANSWER of that reply" in seen and "NOT RUN" not in seen
+    alone = ScriptedModel(['ACTION: search {"query": "heron"}', "ANSWER: 1931"])
+    run_episode(alone, SKILL, "q", [SEARCH])
+    assert alone.calls[1].messages[-1].text() == (
+        "OBSERVATION:\nThe Amber Heron was launched in 1931.")  # one action: nothing more
 
 
 def test_the_turn_limit_ends_an_episode_without_answer() -> None:

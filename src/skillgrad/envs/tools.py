@@ -10,8 +10,9 @@ with this module's step function), in one of two protocols:
 * ``text``: a plain-text action format for models and harnesses without tool calling (the small
   embedded model included). The protocol is described after the skill in the system message
   (the skill stays first, so its processed prefix is reused), the agent replies
-  ``ACTION: name {json arguments}`` lines (several run in order, as a native reply's calls do)
-  or ``ANSWER: ...``, and observations come back as user messages.
+  ``ACTION: name {json arguments}`` (one a reply; further action lines, or an answer, in the
+  same reply are reported back as not used) or ``ANSWER: ...``, and observations come back as
+  user messages.
 
 Every action and observation is kept in the trajectory. A malformed action, an unknown tool or
 bad arguments are the agent's mistakes: they become an observation saying what was wrong, and
@@ -129,10 +130,9 @@ def text_protocol(tools: Sequence[Tool]) -> str:
     first = next(iter(example.parameters.get("properties", {})), "arg")
     lines += [
         "",
-        "To use a tool, reply with one line per call, for example:",
+        "To use a tool, reply with exactly one line and nothing else, for example:",
         f'ACTION: {example.name} {{"{first}": "..."}}',
-        "Several ACTION lines run in order. You will see the results and can act again. "
-        "When you know the answer, reply:",
+        "You will see the result and can act again. When you know the answer, reply:",
         "ANSWER: <your answer>",
     ]
     return "\n".join(lines)
@@ -202,44 +202,40 @@ def _native_step(completion: Completion, tools: dict[str, Tool]) -> _Step:
     return step
 
 
-MAX_TEXT_ACTIONS = 8
-"""Most ``ACTION`` lines of one text-protocol reply that run (in order); the rest are reported
-as not run."""
-
-
 def _text_step(completion: Completion, tools: dict[str, Tool]) -> _Step:
-    """One text-protocol reply: every ``ACTION`` line runs, in order (as a native reply's tool
-    calls all do), and their results come back in one message; an ``ANSWER`` in a reply that
-    also acts is not taken, and the agent is told so. A reply with no action is the answer."""
+    """One text-protocol reply: its first ``ACTION`` or ``ANSWER`` line decides. An action
+    runs, and the agent is told of what the same reply held beyond it and was not used (more
+    action lines: one action a reply, as the protocol says; an answer: not an answer before
+    the result is seen), so nothing it wrote is dropped unseen. A reply with neither is the
+    answer."""
     text = completion.text
     step = _Step(Message(role="assistant", content=text))
     lines = text.splitlines()
-    actions = [m for m in map(_ACTION.match, lines) if m is not None]
-    if not actions:
-        for line in lines:
-            answer = _ANSWER.match(line)
-            if answer is not None:
-                rest = text[text.index(line) + len(line):].strip()
-                step.answer = (answer.group(1) or rest).strip()
-                return step
-        # Neither an action nor a marked answer: the reply is the answer (models often skip
-        # the marker); the environment's scorer judges it.
-        step.answer = text.strip()
-        return step
-    for match in actions[:MAX_TEXT_ACTIONS]:
-        step.actions.append(_execute(tools, match.group(1), match.group(2).strip() or "{}"))
-    if len(step.actions) == 1:
-        parts = [f"OBSERVATION:\n{step.actions[0].observation}"]
-    else:
-        parts = [f"OBSERVATION {n} ({a.tool}):\n{a.observation}"
-                 for n, a in enumerate(step.actions, 1)]
-    if len(actions) > MAX_TEXT_ACTIONS:
-        parts.append(f"NOT RUN: {len(actions) - MAX_TEXT_ACTIONS} more ACTION lines (at most "
-                     f"{MAX_TEXT_ACTIONS} run per reply)")
-    if any(_ANSWER.match(line) for line in lines):
-        parts.append("NOT TAKEN: your ANSWER (a reply that uses tools is not an answer; "
-                     "answer once you have seen the results)")
-    step.observations.append(Message(role="user", content="\n\n".join(parts)))
+    for n, line in enumerate(lines):
+        action = _ACTION.match(line)
+        if action is not None:
+            done = _execute(tools, action.group(1), action.group(2).strip() or "{}")
+            step.actions.append(done)
+            parts = [f"OBSERVATION:\n{done.observation}"]
+            rest = lines[n + 1:]
+            more = sum(_ACTION.match(x) is not None for x in rest)
+            if more:
+                parts.append(f"NOT RUN: the {more} more ACTION line{'s' * (more > 1)} of that "
+                             "reply (one action per reply; send the next after you see this "
+                             "result)")
+            if any(_ANSWER.match(x) for x in rest):
+                parts.append("NOT TAKEN: the ANSWER of that reply (a reply with an action is "
+                             "not an answer; answer once you have seen the result)")
+            step.observations.append(Message(role="user", content="\n\n".join(parts)))
+            return step
+        answer = _ANSWER.match(line)
+        if answer is not None:
+            rest_text = text[text.index(line) + len(line):].strip()
+            step.answer = (answer.group(1) or rest_text).strip()
+            return step
+    # Neither an action nor a marked answer: the reply is the answer (models often skip the
+    # marker); the environment's scorer judges it.
+    step.answer = text.strip()
     return step
 
 
