@@ -448,3 +448,37 @@ def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
     assert "researching wheatgrass" in quote.quoted
     assert find_quote("Before you answer, search with the names the question gives.",
                       evidence) is None
+
+
+def test_a_clean_rule_survives_its_analyst_being_asked_again() -> None:
+    """doc_qa's analyst wrote "Before you answer, search the documents ..." beside a rule
+    about "the gold answer"; asked again about the refused one, it wrote other rules, and the
+    clean rule was lost. What passed is kept, and the analyst is told so."""
+    from skillgrad.models.messages import Message
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.records import RolloutResult, Task
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    first = {"difference": "it never searched", "rules": [
+        "Before you answer, search the documents for the relevant information.",
+        "If the answer does not match the gold answer, leave out the extra words."]}
+    second = {"difference": "extra words", "rules": [
+        "Reply with the value alone.",
+        "Before you answer, search the documents for the relevant information."]}
+    model = ScriptedModel([json.dumps(first), json.dumps(second)])
+    failed = [RolloutResult(task_id="t1", answer="New York", hard=0.0, soft=0.0,
+                            reason="wrong", messages=(
+                                Message(role="system", content="S"),
+                                Message(role="user", content="Question: which city?"),
+                                Message(role="assistant", content="ANSWER: New York")))]
+    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
+                    ReflectSettings(form="rules", max_edits=2), "", 0,
+                    tasks={"t1": Task(id="t1", prompt="which city?", reference="Newark")})
+    assert [e.content for e in patch.edits] == [
+        "- Before you answer, search the documents for the relevant information.",
+        "- Reply with the value alone."]
+    assert [r.item.content for r in patch.refused] == [
+        "- If the answer does not match the gold answer, leave out the extra words."]
+    asked = model.calls[1].messages[-1].text()
+    assert asked.startswith("Kept (no need to write them again):\n- '- Before you answer, "
+                            "search the documents")

@@ -192,15 +192,20 @@ def analyse(
     items, refused = clean_items(proposed, evidence, skill)
     idle = _idle(items, skill)
     if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
+        # What passed is kept whatever the second reply says: a small model asked again
+        # often writes other rules and drops the good one.
+        kept = [i for i in items if all(i is not e for e, _ in idle)]
         # Sampled: a greedy model told what was wrong tends to write the same reply again.
         again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
-                                 Message(role="user", content=_ask_again(refused, idle))],
+                                 Message(role="user", content=_ask_again(refused, idle, kept))],
                          shape, kind=name, max_tokens=settings.max_tokens,
                          temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
                          schema=schema)
         if again.value is not None:
             reply = again
-            items, later = clean_items(_items(reply.value, len(batch)), evidence, skill)
+            more, later = clean_items(_items(reply.value, len(batch)), evidence, skill)
+            said = {_text(i) for i in kept}
+            items = [*kept, *(i for i in more if _text(i) not in said)][:settings.max_edits]
             refused = distinct([*refused, *later])  # the same rule written again: once
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
@@ -244,10 +249,13 @@ def _text(item: Edit | Suggestion) -> str:
     return item.description if isinstance(item, Suggestion) else item.content
 
 
-def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = ()) -> str:
+def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = (),
+               kept: Sequence[Edit | Suggestion] = ()) -> str:
     listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
     listed += [f"- {e.content!r}: changes nothing in the skill ({why})" for e, why in idle]
-    return ("Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
+    took = "".join(f"- {_text(i)!r}\n" for i in kept)
+    return ((f"Kept (no need to write them again):\n{took}" if took else "")
+            + "Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
             "work on tasks it has never seen, and an edit must change what the agent does. Say "
             "in your own words what the agent should do differently, without the facts of one "
             "task and without the wording of the Result lines. Reply again with the whole JSON "
