@@ -18,7 +18,7 @@ ANALYST = {"skill", "meta", "rejected", "count", "trajectories", "max_edits", "c
 EXPECTED = {
     "analyst_failure": ANALYST | {"breakdown"},
     "analyst_success": ANALYST,
-    "analyst_rules": {"skill", "meta", "rejected", "count", "contrast", "max_edits",
+    "analyst_rules": {"skill", "meta", "rejected", "count", "contrast", "max_edits", "setting",
                       "constraints"},
     "suggest_failure": ANALYST | {"breakdown"},
     "suggest_success": ANALYST,
