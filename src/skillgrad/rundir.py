@@ -474,8 +474,9 @@ class RunDir:
         """Refuse a folder that holds things other than a run (a lock alone is a run's)."""
         if self.marker_path.exists() or self.checkpoint_path.exists():
             return
-        if any(p.name != LOCK for p in self.root.iterdir()):
-            runs = sorted(p.name for p in self.root.iterdir()
+        entries = [p for p in self.root.iterdir() if p.name != LOCK]
+        if entries:
+            runs = sorted(p.name for p in entries
                           if p.is_dir() and (p / self.marker_path.name).exists())
             inside = (f" (the runs inside it: {', '.join(runs[:6])}"
                       f"{', …' if len(runs) > 6 else ''})" if runs else "")
