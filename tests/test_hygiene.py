@@ -482,3 +482,73 @@ def test_a_clean_rule_survives_its_analyst_being_asked_again() -> None:
     asked = model.calls[1].messages[-1].text()
     assert asked.startswith("Kept (no need to write them again):\n- '- Before you answer, "
                             "search the documents")
+
+
+def test_a_rule_restating_a_kept_one_is_left_out_and_said() -> None:
+    """The quickstart's analyst, asked again about refused rules, wrote "... remove them."
+    beside the kept "... leave them out.", and both went into the skill. The restatement is
+    left out, and the patch says so; a rule that adds a condition to a kept one is not a
+    restatement."""
+    from skillgrad.models.messages import Message
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.records import RolloutResult, Task
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    first = {"difference": "extra words", "rules": [
+        "If the reply contains additional words, leave them out.",
+        "If the reply is longer than the answer, remove the excess words."]}
+    second = {"difference": "extra words", "rules": [
+        "If the reply contains additional words, remove them.",
+        "If the reply contains additional words and the question asks for a year, give the "
+        "four digits alone."]}
+    model = ScriptedModel([json.dumps(first), json.dumps(second)])
+    failed = [RolloutResult(task_id="t1", answer="It was 1902.", hard=0.0, soft=0.0,
+                            reason="wrong", messages=(
+                                Message(role="system", content="S"),
+                                Message(role="user", content="Question: when?"),
+                                Message(role="assistant", content="It was 1902.")))]
+    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
+                    ReflectSettings(form="rules", max_edits=3), "", 0,
+                    tasks={"t1": Task(id="t1", prompt="when?", reference="1902")})
+    assert [e.content for e in patch.edits] == [
+        "- If the reply contains additional words, leave them out.",
+        "- If the reply contains additional words and the question asks for a year, give the "
+        "four digits alone."]
+    assert patch.restated == ("'- If the reply contains additional words, remove them.' "
+                              "restates the kept '- If the reply contains additional words, "
+                              "leave them out.'; left out",)
+
+
+def test_restates_needs_most_words_of_both() -> None:
+    from skillgrad.stages.hygiene import restates
+
+    assert restates("Remove the extra words from the reply.",
+                    "Leave the extra words out of the reply.")
+    assert not restates("Reply with the answer.", "Reply with the answer, then stop and check "
+                        "the passage for a shorter span.")
+    assert not restates("Search before you answer.", "Reply with the shortest span.")
+
+
+def test_a_rule_copying_what_every_task_tells_the_agent_is_refused() -> None:
+    """doc_qa's analyst copied the tool protocol's own sentence into a rule; the agent is told
+    it after its skill on every task, so the rule changes nothing and is refused as
+    scaffolding. A rule that names the tool in its own words passes."""
+    from skillgrad.envs.tools import Tool, text_protocol
+
+    search = Tool(name="search", description="Search the documents; returns titles.",
+                  parameters={"type": "object", "properties": {"query": {"type": "string"}}},
+                  run=lambda query: "")
+    skill = "# Documents\n\nAnswer from the documents."
+    system = f"{skill}\n\n{text_protocol([search])}"
+    results = [RolloutResult(task_id=f"t{i}", answer="x", hard=0.0, soft=0.0, reason="wrong",
+                             messages=(Message(role="system", content=system),
+                                       Message(role="user", content=question),
+                                       Message(role="assistant", content="ANSWER: x")))
+               for i, question in enumerate(["Who founded the mill?", "When did it close?",
+                                             "What did it cost?"])]
+    evidence = Evidence.of(results)
+    quote = find_quote("Reply with exactly one line and nothing else, for example: ACTION: "
+                       'search {"query": "..."}', evidence, skill)
+    assert quote is not None and quote.kind == "scaffolding"
+    assert find_quote("Before you answer, call search with the question's names.",
+                      evidence, skill) is None

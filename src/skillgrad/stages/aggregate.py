@@ -28,7 +28,7 @@ from skillgrad.models.messages import Message
 from skillgrad.package import is_package
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Patch
-from skillgrad.stages.hygiene import words
+from skillgrad.stages.hygiene import content_words
 from skillgrad.stages.render import one_line, render_edits
 from skillgrad.stages.replies import (
     PACKAGE_SHAPES,
@@ -39,7 +39,6 @@ from skillgrad.stages.replies import (
     rules_schema,
 )
 from skillgrad.stages.update import apply_edits
-from skillgrad.words import FUNCTION_WORDS
 
 COVERED = 0.6  # the share of a rule's content words one merged rule must hold to cover it
 _EXAMPLES, _EXAMPLE_CHARS = 2, 200  # requests shown with each proposal in a rules merge
@@ -181,19 +180,15 @@ def _merge_rules(group: list[Patch], kind: str, skill: str, model: ChatModel,
                  tasks=_tasks(group), repaired=tuple(repaired))
 
 
-def _content_words(text: str) -> set[str]:
-    return {w for w in words(text) if w not in FUNCTION_WORDS}
-
-
 def _covering(rule: str, merged: Sequence[str]) -> int | None:
     """The merged rule that holds most of ``rule``'s content words (at least :data:`COVERED`
     of them), or None."""
-    mine = _content_words(rule)
+    mine = content_words(rule)
     if not mine:
         return 0 if merged else None
     best, at = 0.0, None
     for i, other in enumerate(merged):
-        share = len(mine & _content_words(other)) / len(mine)
+        share = len(mine & content_words(other)) / len(mine)
         if share > best:
             best, at = share, i
     return at if best >= COVERED else None

@@ -104,6 +104,7 @@ class Proposal:
     refusal: str | None = None
     items: tuple[Edit | Suggestion, ...] = ()
     refused: tuple[Refused, ...] = ()
+    restated: tuple[str, ...] = ()  # what the analysts' second replies restated (Patch.restated)
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -148,6 +149,8 @@ class Proposal:
         out = []
         if self.refused:
             out.append(f"hygiene refused {len(self.refused)}")
+        if self.restated:
+            out.append(f"analysts: {len(self.restated)} restating a kept rule left out")
         merged = dict(self.artifacts).get("merged_patch")
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:
@@ -218,6 +221,7 @@ def aggregate_stage(
     agg = aggregate(patches, skill, model, settings.merge, requests)
     items, refused = clean_items(agg.merged.edits, evidence, skill)
     return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
+                    restated=tuple(line for p in patches for line in p.restated),
                     n_proposed=sum(len(p.edits) for p in patches),
                     artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
 

@@ -64,6 +64,8 @@ MIN_ANSWER_CHARS = 3
 MAX_ANSWER_SHARE = 0.25
 # A run of words shared by at least this share of the task inputs is scaffolding, not an item.
 SCAFFOLD_SHARE = 0.5
+# The share of each other's content words two rules hold when one restates the other.
+RESTATED = 0.6
 
 # The shared function words plus quantifiers, modals, the remaining pronouns and a few adverbs.
 _STOP = FUNCTION_WORDS | frozenset("""all any each else every her here his may might must one
@@ -161,7 +163,8 @@ class Quote:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the optimizer was shown: each task's input words, gold answers, the agent's reply
+    """What the optimizer was shown: each task's input words (its system message, its
+    requests and tool results), gold answers, the agent's reply
     words, failure reasons; ``groups``, the group of each task that has one (tasks about one
     document, entity or room); ``instructions``, the words of the optimizer's own prompts."""
 
@@ -187,7 +190,10 @@ class Evidence:
         groups: dict[str, str] = {}
         feedback = []
         for r in results:
-            shown = " \n ".join(m.text() for m in r.messages if m.role in ("user", "tool"))
+            # The system message too: what every task tells the agent after its skill (the
+            # tools and how to call them) is scaffolding, which a rule need not copy.
+            shown = " \n ".join(m.text() for m in r.messages
+                                 if m.role in ("system", "user", "tool"))
             inputs[r.task_id] = tuple(words(shown))
             names[r.task_id] = frozenset(_names(shown))
             replies[r.task_id] = tuple(words(" \n ".join(
@@ -564,6 +570,23 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     if len(words(rest)) < 3 or find_quote(rest, evidence, skill) is not None:
         return Cleaned(None, ((text, whole),))
     return Cleaned(head + rest, tuple(removed))
+
+
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that carry its content (function words left out)."""
+    return {w for w in words(text) if w not in FUNCTION_WORDS}
+
+
+def restates(text: str, other: str, share: float = RESTATED) -> bool:
+    """Whether ``text`` says what ``other`` says in nearly its words: each holds at least
+    ``share`` of the other's content words. "If the reply has extra words, remove them."
+    restates "If the reply has extra words, leave them out."; a rule that adds a condition
+    ("... when the question asks for seconds") does not restate the rule without it."""
+    mine, theirs = content_words(text), content_words(other)
+    if not mine or not theirs:
+        return mine == theirs
+    common = len(mine & theirs)
+    return common >= share * len(mine) and common >= share * len(theirs)
 
 
 def distinct(refused: Iterable[Refused]) -> list[Refused]:

@@ -36,8 +36,16 @@ from skillgrad.records import (
     Suggestion,
     Task,
 )
-from skillgrad.stages.hygiene import NO_EVIDENCE, REFUSED, Evidence, clean_items, distinct
+from skillgrad.stages.hygiene import (
+    NO_EVIDENCE,
+    REFUSED,
+    Evidence,
+    clean_items,
+    distinct,
+    restates,
+)
 from skillgrad.stages.render import (
+    one_line,
     render_breakdown,
     render_contrast,
     render_rejected,
@@ -190,23 +198,11 @@ def analyse(
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
     proposed = _items(reply.value, len(batch))
     items, refused = clean_items(proposed, evidence, skill)
-    idle = _idle(items, skill)
-    if len(items) < len(proposed) or idle:  # refused whole, or idle: ask once more
-        # What passed is kept whatever the second reply says: a small model asked again
-        # often writes other rules and drops the good one.
-        kept = [i for i in items if all(i is not e for e, _ in idle)]
-        # Sampled: a greedy model told what was wrong tends to write the same reply again.
-        again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
-                                 Message(role="user", content=_ask_again(refused, idle, kept))],
-                         shape, kind=name, max_tokens=settings.max_tokens,
-                         temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
-                         schema=schema)
-        if again.value is not None:
-            reply = again
-            more, later = clean_items(_items(reply.value, len(batch)), evidence, skill)
-            said = {_text(i) for i in kept}
-            items = [*kept, *(i for i in more if _text(i) not in said)][:settings.max_edits]
-            refused = distinct([*refused, *later])  # the same rule written again: once
+    restated: list[str] = []
+    if len(items) < len(proposed) or _idle(items, skill):  # refused whole, or idle
+        reply, items, refused, restated = _ask_once_more(
+            messages, reply, items, refused, skill, model, settings, evidence, len(batch),
+            shape, schema, name)
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -219,7 +215,41 @@ def analyse(
                      refused=tuple(refused), tasks=tuple(r.task_id for r in batch))
     return Patch(source=kind, reasoning=reasoning, reminders=reminders, minibatch=index,
                  edits=tuple(i for i in items if isinstance(i, Edit)), refused=tuple(refused),
-                 tasks=tuple(r.task_id for r in batch))
+                 tasks=tuple(r.task_id for r in batch), restated=tuple(restated))
+
+
+def _ask_once_more(
+    messages: list[Message], reply: Any, items: list[Edit | Suggestion], refused: list[Refused],
+    skill: str, model: ChatModel, settings: ReflectSettings, evidence: Evidence, count: int,
+    shape: type[BaseModel], schema: dict[str, Any], name: str,
+) -> tuple[Any, list[Edit | Suggestion], list[Refused], list[str]]:
+    """The analyst asked again after hygiene refused some of its items or some would change
+    nothing: told which and why, and which were kept. What passed is kept whatever the second
+    reply says (a small model asked again often writes other rules and drops the good one);
+    the second reply's items are added after them, less those that restate a kept one (one
+    line each in the last list)."""
+    idle = _idle(items, skill)
+    kept = [i for i in items if all(i is not e for e, _ in idle)]
+    # Sampled: a greedy model told what was wrong tends to write the same reply again.
+    again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
+                             Message(role="user", content=_ask_again(refused, idle, kept))],
+                     shape, kind=name, max_tokens=settings.max_tokens,
+                     temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
+                     schema=schema)
+    if again.value is None:
+        return reply, items, refused, []
+    more, later = clean_items(_items(again.value, count), evidence, skill)
+    restated: list[str] = []
+    out = list(kept)
+    for item in more:
+        twin = next((k for k in out if restates(_text(item), _text(k))), None)
+        if twin is None:
+            out.append(item)
+        elif _text(item) != _text(twin):
+            restated.append(f"{one_line(_text(item), 120)!r} restates the kept "
+                            f"{one_line(_text(twin), 120)!r}; left out")
+    # The same rule written again is refused once.
+    return again, out[: settings.max_edits], distinct([*refused, *later]), restated
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
