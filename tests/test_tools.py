@@ -70,6 +70,23 @@ def test_agent_mistakes_are_observations_not_crashes(action: str, problem: str) 
     assert problem in model.calls[1].messages[-1].text()
 
 
+def test_a_quote_that_ends_a_string_early_is_pointed_out() -> None:
+    """The spreadsheet agent wrote ``"=COUNTIF(A2:A9, "East")"`` three times, each told only
+    that the JSON was invalid. It is told where the text broke and how to write a quote inside
+    a string; a JSON object cut short is told where, without that hint."""
+    bad = 'ACTION: search {"query": "the "Amber Heron" launch"}'
+    model = ScriptedModel([bad, 'ACTION: search {"query": "the \\"Amber Heron\\" launch"}',
+                           "ANSWER: 1931"])
+    episode = run_episode(model, SKILL, "q", [SEARCH])
+    told = episode.actions[0].observation
+    assert "right after '{\"query\": \"the \"'" in told
+    assert 'a " inside a text value is written \\"' in told
+    assert episode.actions[1].ok and episode.answer == "1931"
+    cut = run_episode(ScriptedModel(['ACTION: search {"query": "heron"', "ANSWER: x"]), SKILL,
+                      "q", [SEARCH]).actions[0].observation
+    assert "right after '{\"query\": \"heron\"'" in cut and "inside a text value" not in cut
+
+
 @pytest.mark.parametrize(
     ("action", "arguments"),
     [('ACTION: search("heron")', {"query": "heron"}),

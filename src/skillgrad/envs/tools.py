@@ -253,8 +253,8 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
         except json.JSONDecodeError as exc:
             arguments = _call_arguments(tool, raw_arguments)
             if arguments is None:
-                return Action(name, {}, f"error: the arguments are not valid JSON ({exc.msg});"
-                              f" write them as a JSON object", ok=False)
+                return Action(name, {}, f"error: {json_problem(raw_arguments, exc)}",
+                              ok=False)
     if not isinstance(arguments, dict):
         return Action(name, {}, "error: the arguments must be a JSON object", ok=False)
     allowed = set(tool.parameters.get("properties", {}))
@@ -269,6 +269,22 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
         return Action(name, arguments, tool.run(**arguments), ok=True)
     except ToolError as exc:
         return Action(name, arguments, f"error: {exc}", ok=False)
+
+
+def json_problem(raw: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with the arguments ``raw``, for the agent: the decoder's complaint, where
+    (the text just before the fault), and, when a string ended early at a ``"`` the agent meant
+    as text (``"=COUNTIF(A2:A9, "East")"``), how to write one inside a string."""
+    before = raw[max(0, exc.pos - 30) : exc.pos]
+    where = f"{'…' if exc.pos > 30 else ''}{before}"
+    said = (f"the arguments are not valid JSON ({exc.msg}, right after {where!r})"
+            if before.strip() else f"the arguments are not valid JSON ({exc.msg})")
+    ended_early = (exc.msg.startswith(("Expecting ',' delimiter", "Expecting ':' delimiter"))
+                   and before.rstrip().endswith('"') and exc.pos < len(raw)
+                   and raw[exc.pos] not in ",:}]")
+    hint = ('; a " inside a text value is written \\" (a string ended there)'
+            if ended_early else "")
+    return f"{said}{hint}; write them as a JSON object"
 
 
 def _call_arguments(tool: Tool, raw: str) -> dict[str, Any] | None:
