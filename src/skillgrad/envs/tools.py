@@ -272,19 +272,20 @@ def _execute(tools: dict[str, Tool], name: str, raw_arguments: Any) -> Action:
 
 
 def json_problem(raw: str, exc: json.JSONDecodeError) -> str:
-    """What is wrong with the arguments ``raw``, for the agent: the decoder's complaint, where
-    (the text just before the fault), and, when a string ended early at a ``"`` the agent meant
-    as text (``"=COUNTIF(A2:A9, "East")"``), how to write one inside a string."""
+    """What is wrong with the arguments ``raw``, for the agent: the decoder's complaint and
+    where (the text just before the fault); when a string ended early at a ``"`` the agent
+    meant as text (``"=COUNTIF(A2:A9, "East")"``), how to write one inside a string, first,
+    where a clipped account of the episode still shows it."""
     before = raw[max(0, exc.pos - 30) : exc.pos]
-    where = f"{'…' if exc.pos > 30 else ''}{before}"
-    said = (f"the arguments are not valid JSON ({exc.msg}, right after {where!r})"
-            if before.strip() else f"the arguments are not valid JSON ({exc.msg})")
+    where = f"right after {('…' if exc.pos > 30 else '') + before!r}"
     ended_early = (exc.msg.startswith(("Expecting ',' delimiter", "Expecting ':' delimiter"))
                    and before.rstrip().endswith('"') and exc.pos < len(raw)
                    and raw[exc.pos] not in ",:}]")
-    hint = ('; a " inside a text value is written \\" (a string ended there)'
-            if ended_early else "")
-    return f"{said}{hint}; write them as a JSON object"
+    if ended_early:
+        return ('the arguments are not valid JSON: write a " inside a text value as \\" '
+                f"(a string ended early, {where})")
+    said = f"{exc.msg}, {where}" if before.strip() else exc.msg
+    return f"the arguments are not valid JSON ({said}); write them as a JSON object"
 
 
 def _call_arguments(tool: Tool, raw: str) -> dict[str, Any] | None:
