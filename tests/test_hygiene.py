@@ -178,8 +178,14 @@ def test_the_name_every_task_of_one_group_shares_is_still_that_items() -> None:
         return find_quote(rule, Evidence.of(results, tasks))
 
     found = quote("ferry")
-    assert found is not None and found.kind == "names" and "113" in found.quoted
-    assert quote(None) is None  # four separate items sharing a name: only 113 is one item's
+    assert found is not None and found.kind == "instance" and "113" in found.quoted
+    # Four separate items sharing a name: "longer than 113" is still the one item's fact.
+    found = quote(None)
+    assert found is not None and (found.kind, found.quoted, found.task_id) == (
+        "instance", "longer than 113", "g1")
+    assert find_quote("Reply with 'no' if the Silver Gannet is not longer than it.",
+                      Evidence.of(results, {i: Task(id=i, prompt="", reference=["x"])
+                                            for i in questions})) is None
     assert find_quote("Reply with 'no' when the thing asked about is shorter.",
                       Evidence.of(results, {i: Task(id=i, prompt="", group="ferry")
                                             for i in questions})) is None
@@ -188,8 +194,8 @@ def test_the_name_every_task_of_one_group_shares_is_still_that_items() -> None:
 def test_the_optimizers_own_instructions_are_not_a_rule() -> None:
     """A small optimizer copies the prompt's instructions to it into its rules; each of
     skillgrad's prompt templates counts, as the words it fixes."""
-    copied = ("If the agent's reply misses part of it, say what to include. If the agent's "
-              "reply took wrong steps, say which steps to take.")
+    copied = ("If they miss part of it, say what to include. If they took wrong steps, say "
+              "which steps to take.")
     quote = find_quote(copied, _evidence())
     assert quote is not None and quote.kind == "instructions"
     assert "say what to include" in quote.quoted
@@ -250,6 +256,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "unseen", "the agent's reply contains the exact the answer"),
     ("If the reply does not include the answer, include it in the reply.", "unseen",
      "the reply does not include the answer"),
+    # Screened (the first) and accepted (the second) by the quickstart on the 1.5B model.
+    ("Before you answer, check the answer and the agent's reply for differences in length.",
+     "unseen", "the answer and the agent's reply"),
+    ("Before you answer, make sure the answer is exactly as expected.", "unseen",
+     "answer is exactly as expected"),
     # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
     ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
      "share 1 word with"),
@@ -421,6 +432,9 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
     assert quote is not None and quote.kind == "about"
     assert quote.reason() == "speaks about the agent instead of to it: 'If the agent'"
     assert unseen_quote("The agent should search first.") is not None
+    # The quickstart's screen: "If the agent's reply contains more words, remove them."
+    quote = unseen_quote("If the agent's reply contains more words, remove the extra words.")
+    assert quote is not None and (quote.kind, quote.quoted) == ("about", "If the agent's reply")
     for fine in ("Open an item before you buy.", "If you did not open an item, open one.",
                  "You are an agent that shops; open the first matching item.",
                  "Use the agent tool to read a file."):

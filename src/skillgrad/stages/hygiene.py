@@ -95,6 +95,14 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
                re.IGNORECASE),  # "contains only the answer" is a form, not a comparison
     re.compile(r"\bif\s+(?:your|the|its)\s+(?:reply|response|answer|output)\s+(?:is|was)\s+"
                r"(?:not\s+)?(?:incorrect|wrong|correct|right)\b", re.IGNORECASE),
+    # The reference set beside the reply the other way round ("check the answer and the
+    # agent's reply for differences").
+    re.compile(_ANSWER + r"\s+(?:and|with|to|against|versus|vs\.?)\s+" + _REPLY, re.IGNORECASE),
+    # The reply judged against what is expected of it ("make sure the answer is exactly as
+    # expected"): the expectation is the reference the agent never sees.
+    re.compile(r"\b(?:reply|replies|response|output|answer|answers)\s+(?:is|are|looks?)\s+"
+               r"(?:exactly\s+|precisely\s+)?(?:as|what\s+is|what's)\s+expected\b",
+               re.IGNORECASE),
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
     re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )
@@ -102,6 +110,8 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
 # ..."): the coach's view of the agent, not an instruction the agent reads as its own.
 _ABOUT = re.compile(
     r"\b(?:if|when|unless|whether|once|until|before|after)\s+the\s+(?:agent|assistant)\b(?!')"
+    r"|\b(?:if|when|unless|whether|once|until|before|after)\s+the\s+(?:agent|assistant)'s\s+"
+    r"(?:reply|replies|response|output|answer)\b"
     r"|\bthe\s+(?:agent|assistant)\s+(?:should|must|does|did|is|was|has|had|will|can|"
     r"cannot|needs?|fails?|tries|tried)\b", re.IGNORECASE)
 _ANALYSIS = re.compile(
@@ -365,7 +375,8 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     quotes the template of the questions about calls; "the format the question asks for"
     quotes none. Three words of one task's input, two of which no other task's input has
     ("while researching wheatgrass juicers"), are that task's: shorter than an instance run,
-    and as much that item's."""
+    and as much that item's. So is a run with a number of two digits or more that few tasks'
+    inputs hold ("longer than 113")."""
     n_tasks = len(evidence.inputs)
     if n_tasks < 3:
         return None
@@ -383,6 +394,10 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
         ids = holders[run]
         if not len(ids) < SCAFFOLD_SHARE * n_tasks:
             continue
+        if any(w.isdigit() and len(w) >= 2 and w not in own_words for w in run):
+            # A number with the words around it, as few tasks say it: their fact
+            # ("longer than 113", of one question about one ship).
+            return Quote("instance" if len(ids) == 1 else "group", " ".join(run), ids[0])
         marks = [w for w in run if w not in _STOP and w not in own_words and not w.isdigit()
                  and len(w) > 2 and counts.get(w, 0) == len(ids)]
         if len(ids) == 1 and len([w for w in marks if len(w) > 4]) >= 2:
