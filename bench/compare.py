@@ -209,7 +209,7 @@ def quoted_lines(skill: str, initial: str, results: Sequence[RolloutResult],
     """Every line of ``skill`` that ``initial`` does not have and that quotes a training item,
     a gold answer or the scorer's feedback in ``results`` (what the method was shown), or the
     instructions of skillgrad's prompts or of ``prompts_shown`` (the method's own)."""
-    evidence = Evidence.of(results, tasks,
+    evidence = Evidence.of(results, tasks, system=False,  # they hold the run's many skills
                            instructions=[*prompts.fixed_texts(), *prompts_shown])
     own = set(initial.splitlines())
     found = []

@@ -189,10 +189,14 @@ class Evidence:
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
-           refused: Sequence[str] = (), instructions: Sequence[str] | None = None) -> Evidence:
+           refused: Sequence[str] = (), instructions: Sequence[str] | None = None,
+           system: bool = True) -> Evidence:
         """The evidence of a step's rollouts (``tasks`` by id supply the gold answers;
         ``refused``: texts refused earlier that the optimizer is shown again;
-        ``instructions``: the optimizer's prompts, by default skillgrad's templates)."""
+        ``instructions``: the optimizer's prompts, by default skillgrad's templates;
+        ``system``: whether the system messages count as input, which is right when they hold
+        the skill the quotes are checked against, and wrong when they hold other skills, as the
+        rollouts of a whole run do)."""
         inputs: dict[str, tuple[str, ...]] = {}
         answers: dict[str, tuple[str, ...]] = {}
         replies: dict[str, tuple[str, ...]] = {}
@@ -202,8 +206,8 @@ class Evidence:
         for r in results:
             # The system message too: what every task tells the agent after its skill (the
             # tools and how to call them) is scaffolding, which a rule need not copy.
-            shown = " \n ".join(m.text() for m in r.messages
-                                 if m.role in ("system", "user", "tool"))
+            roles = ("system", "user", "tool") if system else ("user", "tool")
+            shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
             names[r.task_id] = frozenset(_names(shown))
             replies[r.task_id] = tuple(words(" \n ".join(
