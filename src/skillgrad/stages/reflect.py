@@ -246,7 +246,8 @@ def _ask_once_more(
         if twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
-            restated.append(f"{one_line(_text(item), 120)!r} restates the kept "
+            which = "the kept" if any(twin is k for k in kept) else "the same reply's"
+            restated.append(f"{one_line(_text(item), 120)!r} restates {which} "
                             f"{one_line(_text(twin), 120)!r}; left out")
     # The same rule written again is refused once.
     return again, out[: settings.max_edits], distinct([*refused, *later]), restated
