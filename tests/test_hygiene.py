@@ -464,30 +464,35 @@ def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
                       evidence) is None
 
 
+def _asked_twice(first: dict[str, Any], second: dict[str, Any], reply: str, reference: str,
+                 max_edits: int) -> tuple[Any, Any]:
+    """One rules analyst over one failed task, scripted to reply ``first`` and, asked again,
+    ``second``: its patch and the scripted model (which holds the calls)."""
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    model = ScriptedModel([json.dumps(first), json.dumps(second)])
+    failed = [RolloutResult(task_id="t1", answer=reply, hard=0.0, soft=0.0, reason="wrong",
+                            messages=(Message(role="system", content="S"),
+                                      Message(role="user", content="Question: which?"),
+                                      Message(role="assistant", content=reply)))]
+    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
+                    ReflectSettings(form="rules", max_edits=max_edits), "", 0,
+                    tasks={"t1": Task(id="t1", prompt="which?", reference=reference)})
+    return patch, model
+
+
 def test_a_clean_rule_survives_its_analyst_being_asked_again() -> None:
     """doc_qa's analyst wrote "Before you answer, search the documents ..." beside a rule
     about "the gold answer"; asked again about the refused one, it wrote other rules, and the
     clean rule was lost. What passed is kept, and the analyst is told so."""
-    from skillgrad.models.messages import Message
-    from skillgrad.models.scripted import ScriptedModel
-    from skillgrad.records import RolloutResult, Task
-    from skillgrad.stages.reflect import ReflectSettings, analyse
-
     first = {"difference": "it never searched", "rules": [
         "Before you answer, search the documents for the relevant information.",
         "If the answer does not match the gold answer, leave out the extra words."]}
     second = {"difference": "extra words", "rules": [
         "Reply with the value alone.",
         "Before you answer, search the documents for the relevant information."]}
-    model = ScriptedModel([json.dumps(first), json.dumps(second)])
-    failed = [RolloutResult(task_id="t1", answer="New York", hard=0.0, soft=0.0,
-                            reason="wrong", messages=(
-                                Message(role="system", content="S"),
-                                Message(role="user", content="Question: which city?"),
-                                Message(role="assistant", content="ANSWER: New York")))]
-    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
-                    ReflectSettings(form="rules", max_edits=2), "", 0,
-                    tasks={"t1": Task(id="t1", prompt="which city?", reference="Newark")})
+    patch, model = _asked_twice(first, second, "ANSWER: New York", "Newark", max_edits=2)
     assert [e.content for e in patch.edits] == [
         "- Before you answer, search the documents for the relevant information.",
         "- Reply with the value alone."]
@@ -503,11 +508,6 @@ def test_a_rule_restating_a_kept_one_is_left_out_and_said() -> None:
     beside the kept "... leave them out.", and both went into the skill. The restatement is
     left out, and the patch says so; a rule that adds a condition to a kept one is not a
     restatement."""
-    from skillgrad.models.messages import Message
-    from skillgrad.models.scripted import ScriptedModel
-    from skillgrad.records import RolloutResult, Task
-    from skillgrad.stages.reflect import ReflectSettings, analyse
-
     first = {"difference": "extra words", "rules": [
         "If the reply contains additional words, leave them out.",
         "If the reply is longer than the answer, remove the excess words."]}
@@ -515,15 +515,7 @@ def test_a_rule_restating_a_kept_one_is_left_out_and_said() -> None:
         "If the reply contains additional words, remove them.",
         "If the reply contains additional words and the question asks for a year, give the "
         "four digits alone."]}
-    model = ScriptedModel([json.dumps(first), json.dumps(second)])
-    failed = [RolloutResult(task_id="t1", answer="It was 1902.", hard=0.0, soft=0.0,
-                            reason="wrong", messages=(
-                                Message(role="system", content="S"),
-                                Message(role="user", content="Question: when?"),
-                                Message(role="assistant", content="It was 1902.")))]
-    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
-                    ReflectSettings(form="rules", max_edits=3), "", 0,
-                    tasks={"t1": Task(id="t1", prompt="when?", reference="1902")})
+    patch, _ = _asked_twice(first, second, "It was 1902.", "1902", max_edits=3)
     assert [e.content for e in patch.edits] == [
         "- If the reply contains additional words, leave them out.",
         "- If the reply contains additional words and the question asks for a year, give the "

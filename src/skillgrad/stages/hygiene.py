@@ -203,10 +203,10 @@ class Evidence:
         names: dict[str, frozenset[str]] = {}
         groups: dict[str, str] = {}
         feedback = []
+        # The system message too: what every task tells the agent after its skill (the tools
+        # and how to call them) is scaffolding, which a rule need not copy.
+        roles = ("system", "user", "tool") if system else ("user", "tool")
         for r in results:
-            # The system message too: what every task tells the agent after its skill (the
-            # tools and how to call them) is scaffolding, which a rule need not copy.
-            roles = ("system", "user", "tool") if system else ("user", "tool")
             shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
             names[r.task_id] = frozenset(_names(shown))

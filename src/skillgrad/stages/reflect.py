@@ -199,10 +199,11 @@ def analyse(
     proposed = _items(reply.value, len(batch))
     items, refused = clean_items(proposed, evidence, skill)
     restated: list[str] = []
-    if len(items) < len(proposed) or _idle(items, skill):  # refused whole, or idle
+    idle = _idle(items, skill)
+    if len(items) < len(proposed) or idle:  # refused whole, or idle
         reply, items, refused, restated = _ask_once_more(
-            messages, reply, items, refused, skill, model, settings, evidence, len(batch),
-            shape, schema, name)
+            messages, reply, items, refused, idle, skill, model, settings, evidence,
+            len(batch), shape, schema, name)
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -220,7 +221,7 @@ def analyse(
 
 def _ask_once_more(
     messages: list[Message], reply: Any, items: list[Edit | Suggestion], refused: list[Refused],
-    skill: str, model: ChatModel, settings: ReflectSettings, evidence: Evidence, count: int,
+    idle: list[tuple[Edit, str]], skill: str, model: ChatModel, settings: ReflectSettings, evidence: Evidence, count: int,
     shape: type[BaseModel], schema: dict[str, Any], name: str,
 ) -> tuple[Any, list[Edit | Suggestion], list[Refused], list[str]]:
     """The analyst asked again after hygiene refused some of its items or some would change
@@ -228,7 +229,6 @@ def _ask_once_more(
     reply says (a small model asked again often writes other rules and drops the good one);
     the second reply's items are added after them, less those that restate a kept one (one
     line each in the last list)."""
-    idle = _idle(items, skill)
     kept = [i for i in items if all(i is not e for e, _ in idle)]
     # Sampled: a greedy model told what was wrong tends to write the same reply again.
     again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
