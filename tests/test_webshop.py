@@ -362,6 +362,23 @@ def test_pagination_ten_per_page(bundled: WebShopEnvironment) -> None:
     shop.step("click[< Prev]")
     assert shop.page_number == 4 and shop.observation().splitlines()[3].startswith(
         f"[{seen[30]}]")
+    assert shop.paged == 5  # four pages on, one back; the invalid press is not counted
+
+
+def test_the_account_shows_paging_and_the_slips_as_written(bundled: WebShopEnvironment) -> None:
+    """An agent that copies the first button of the results page ("[Next >]") and then presses
+    it pages to and fro: the account says so, and shows the slip as the agent wrote it."""
+    task = bundled.tasks("val")[0]
+    result = _with(bundled, max_turns=5).rollout(task, "", ScriptedModel(
+        ["search[shampoo]", "[Next >]", "click[Next >]", "click[< Prev]",
+         "I would open the first one and then pick a size and buy it right away, I think"]))
+    assert "never opened an item: it turned the results pages 2 times (Next > / < Prev) and " \
+           "never clicked an item's product id" in result.reason
+    assert ("2 of 5 actions were invalid (e.g. '[Next >]', 'I would open the first one and "
+            "then pick a size and buy i...')") in result.reason
+    opened = _with(bundled, max_turns=3).rollout(task, "", ScriptedModel(
+        ["search[shampoo]", "click[Next >]", f"click[{bundled.index.search('shampoo')[10].asin}]"]))
+    assert "opened 1 items" in opened.reason and "turned" not in opened.reason
 
 
 # ----------------------------------------------------------------------------- scripted agents
@@ -418,7 +435,7 @@ def test_no_purchase_scores_zero_and_says_why(small: WebShopEnvironment) -> None
     assert (result.hard, result.soft, result.turns) == (0.0, 0.0, 3)
     assert result.reason == ("no purchase within 3 turns (Buy Now was never clicked); never "
                              "searched; never opened an item; 3 of 3 actions were invalid (e.g. "
-                             "'(no action)')")
+                             "'let me see')")
     assert result.messages[-1].text().startswith("Invalid action: no action found")
     # The text of a button of the page alone, bare or in brackets, is told how to press it;
     # one not on the page is just not an action.

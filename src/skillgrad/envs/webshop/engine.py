@@ -110,6 +110,7 @@ class Shop:
     clicked: str = ""  # the option value just clicked, which the item page acknowledges
     searches: list[str] = field(default_factory=list)  # every query, in order
     opened: list[str] = field(default_factory=list)  # the asin of every item opened
+    paged: int = 0  # presses of Next > and < Prev on a results page
 
     # ------------------------------------------------------------------ actions
 
@@ -168,7 +169,9 @@ class Shop:
             self.page, self.query, self.results, self.item = "search", "", [], None
         elif button == NEXT:
             self.page_number += 1
+            self.paged += 1
         elif button == PREV:
+            self.paged += self.page == "results"
             self._back()
         elif self.page == "results":
             self.item, self.page = self.catalogue.product(button), "item"

@@ -165,7 +165,7 @@ class WebShopEnvironment(SplitTasksMixin[WebShopOptions]):
 def _score(task: Task, goal: Goal, episode: Episode, shop: Shop,
            max_turns: int) -> RolloutResult:
     actions = [s.action or "(no action)" for s in episode.steps]
-    invalid = [s.action or "(no action)" for s in episode.steps if not s.valid]
+    invalid = [s.action or _as_written(s.reply) for s in episode.steps if not s.valid]
     metadata: dict[str, Any] = {"asin": goal.asin, "steps": len(episode.steps),
                                 "invalid": len(invalid), "bought": None,
                                 "searches": len(shop.searches), "opened": len(shop.opened),
@@ -187,14 +187,28 @@ def _score(task: Task, goal: Goal, episode: Episode, shop: Shop,
         turns=len(episode.steps), usage=episode.usage, metadata=metadata)
 
 
+def _as_written(reply: str) -> str:
+    """An invalid reply with no action in it, as the agent wrote it (its first line, clipped),
+    so that the account shows the slip itself ("[Next >]") rather than only that it was one."""
+    line = next((ln.strip() for ln in reply.splitlines() if ln.strip()), "")
+    if not line:
+        return "(empty reply)"
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
 def _no_purchase(episode: Episode, shop: Shop, invalid: list[str], max_turns: int) -> str:
     parts = [f"no purchase within {max_turns} turns (Buy Now was never clicked)"]
     if shop.searches:
         parts.append(f"searched {len(shop.searches)} times (first: {shop.searches[0]!r})")
     else:
         parts.append("never searched")
-    parts.append(f"opened {len(set(shop.opened))} items" if shop.opened else
-                 "never opened an item")
+    if shop.opened:
+        parts.append(f"opened {len(set(shop.opened))} items")
+    elif shop.paged:
+        parts.append(f"never opened an item: it turned the results pages {shop.paged} times "
+                     "(Next > / < Prev) and never clicked an item's product id")
+    else:
+        parts.append("never opened an item")
     if invalid:
         shown = ", ".join(repr(a) for a in list(dict.fromkeys(invalid))[:3])
         parts.append(f"{len(invalid)} of {len(episode.steps)} actions were invalid (e.g. "
