@@ -465,7 +465,7 @@ def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
 
 
 def _asked_twice(first: dict[str, Any], second: dict[str, Any], reply: str, reference: str,
-                 max_edits: int) -> tuple[Any, Any]:
+                 max_edits: int, skill: str = "# Skill\n\nAnswer.\n") -> tuple[Any, Any]:
     """One rules analyst over one failed task, scripted to reply ``first`` and, asked again,
     ``second``: its patch and the scripted model (which holds the calls)."""
     from skillgrad.models.scripted import ScriptedModel
@@ -476,7 +476,7 @@ def _asked_twice(first: dict[str, Any], second: dict[str, Any], reply: str, refe
                             messages=(Message(role="system", content="S"),
                                       Message(role="user", content="Question: which?"),
                                       Message(role="assistant", content=reply)))]
-    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
+    patch = analyse("failure", failed, skill, model,
                     ReflectSettings(form="rules", max_edits=max_edits), "", 0,
                     tasks={"t1": Task(id="t1", prompt="which?", reference=reference)})
     return patch, model
@@ -523,6 +523,53 @@ def test_a_rule_restating_a_kept_one_is_left_out_and_said() -> None:
     assert patch.restated == ("'- If the reply contains additional words, remove them.' "
                               "restates the kept '- If the reply contains additional words, "
                               "leave them out.'; left out",)
+
+
+SHOP = """# Shopping
+
+1. On the search page, search with the product type and its key attributes, in a few words
+   taken from the instruction (no price, no filler words).
+2. On the results page, open the first item whose title names that kind of product and whose
+   price is under the limit, by clicking its product id.
+"""
+
+
+def test_a_rule_the_skill_already_says_is_left_out_and_said() -> None:
+    """WebShop's analyst, told the agent never opened an item, wrote "Before you answer, open
+    the first item whose title names that kind of product ..." and "Search with the product
+    type and its key attributes": the skill's own steps again, which the screen then rolled
+    out for nothing. Each is left out, the analyst is asked again and told why, and the patch
+    says what each restated."""
+    first = {"difference": "it never opened an item", "rules": [
+        "Before you answer, open the first item whose title names that kind of product and "
+        "whose price is under the limit",
+        "Search with the product type and its key attributes"]}
+    second = {"difference": "it pressed Next", "rules": [
+        "On the results page, reply click[ID] with an item's product id, never Next >.",
+        "Open the first item whose title names that kind of product."]}
+    patch, model = _asked_twice(first, second, "[Next >]", "B01", max_edits=2, skill=SHOP)
+    assert [e.content for e in patch.edits] == [
+        "- On the results page, reply click[ID] with an item's product id, never Next >."]
+    told = model.calls[1].messages[-1].text()
+    assert ("changes nothing in the skill (the skill already says it: 'search with the "
+            "product type and its key attributes')") in told
+    assert len(patch.restated) == 3 and all("restates the skill's" in r for r in patch.restated)
+    assert patch.restated[2].startswith("'- Open the first item whose title names that kind")
+
+
+def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
+    from skillgrad.stages.hygiene import restated_part, skill_parts
+
+    assert skill_parts(SHOP)[1].startswith("On the results page, open the first item") and \
+        skill_parts(SHOP)[1].endswith("by clicking its product id.")
+    assert restated_part("Open the first item whose price is under the limit.", SHOP) == \
+        skill_parts(SHOP)[1]
+    assert restated_part("Never open the first item whose price is under the limit.",
+                         SHOP) is None
+    assert restated_part("Open an item.", SHOP) is None  # two content words
+    assert restated_part("Search with the product type and its key attributes.", SHOP) == \
+        "search with the product type and its key attributes"  # a clause of a sentence
+    assert restated_part("Open the first item and check its reviews.", SHOP) is None
 
 
 def test_restates_needs_most_words_of_both() -> None:

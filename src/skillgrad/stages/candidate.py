@@ -104,7 +104,7 @@ class Proposal:
     refusal: str | None = None
     items: tuple[Edit | Suggestion, ...] = ()
     refused: tuple[Refused, ...] = ()
-    restated: tuple[str, ...] = ()  # what the analysts' second replies restated (Patch.restated)
+    restated: tuple[str, ...] = ()  # the rules analysts restated (Patch.restated)
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -150,7 +150,8 @@ class Proposal:
         if self.refused:
             out.append(f"hygiene refused {len(self.refused)}")
         if self.restated:
-            out.append(f"analysts: {len(self.restated)} restating a kept rule left out")
+            out.append(f"analysts: {len(self.restated)} restating a kept rule or the skill "
+                       "left out")
         merged = dict(self.artifacts).get("merged_patch")
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:

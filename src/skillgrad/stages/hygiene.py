@@ -608,6 +608,59 @@ def restates(text: str, other: str, share: float = RESTATED) -> bool:
     return common >= share * len(mine) and common >= share * len(theirs)
 
 
+# Words that turn what a sentence says into its opposite: two texts that differ in them do not
+# say the same thing, however many other words they share ("search with the price" / "never
+# search with the price").
+_NEGATIONS = frozenset({"no", "not", "never", "without", "nothing", "none", "avoid", "dont"})
+# A rule restates a part of the skill only when it has this many content words: "Reply with
+# the answer" beside "Reply with the answer only" says too little to tell.
+RESTATED_MIN_WORDS = 3
+# The opener the analysts' prompt asks a rule to start with, which says nothing of its own.
+_OPENER = re.compile(r"^\W*before you (?:answer|reply)\s*,?\s*", re.I)
+_CLAUSE_END = re.compile(r"\s*[,;:()]\s*")
+
+
+def _negated(text: str) -> bool:
+    return bool(set(words(text.replace("'", ""))) & _NEGATIONS)
+
+
+def skill_parts(skill: str) -> list[str]:
+    """The skill's paragraphs and list items (a wrapped item joined into one), each of their
+    sentences, and each clause of three content words or more: the parts a new rule may say
+    again."""
+    blocks: list[list[str]] = []
+    for line in skill.splitlines():
+        if not line.strip() or line.lstrip().startswith(("#", "```", "<!--")):
+            blocks.append([])
+        elif _MARKER.match(line) or not blocks:
+            blocks.append([_MARKER.sub("", line).strip()])
+        else:
+            blocks[-1].append(line.strip())
+    parts = [" ".join(b) for b in blocks if b]
+    sentences = [x.strip() for p in parts for x in _SENTENCE_END.split(p)]
+    clauses = [x.strip() for p in sentences for x in _CLAUSE_END.split(p)
+               if len(content_words(x)) >= RESTATED_MIN_WORDS]
+    return list(dict.fromkeys(x for x in (*parts, *sentences, *clauses) if x))
+
+
+def restated_part(text: str, skill: str) -> str | None:
+    """The part of ``skill`` that ``text`` says again, or None: one that holds all the text's
+    content words (at least three, after an opening "Before you answer,"; one in ten may be
+    missing). Two texts that differ in one word of their few say different things
+    ("Rule year: ..." beside "Rule color: ..."), and a text with a negation the part lacks, or
+    the other way round, says something else."""
+    mine = content_words(_OPENER.sub("", text))
+    if len(mine) < RESTATED_MIN_WORDS:
+        return None
+    negated = _negated(text)
+    for part in skill_parts(skill):
+        if _negated(part) != negated:
+            continue
+        if len(mine - content_words(part)) <= len(mine) // 10:
+            return part
+    return None
+
+
 def distinct(refused: Iterable[Refused]) -> list[Refused]:
     """Each refused text once (the first refusal of it): an analyst asked once more, or
     another minibatch's, often writes the same rule again."""

@@ -42,6 +42,7 @@ from skillgrad.stages.hygiene import (
     Evidence,
     clean_items,
     distinct,
+    restated_part,
     restates,
 )
 from skillgrad.stages.render import (
@@ -76,6 +77,8 @@ PACKAGE_NOTE = (
     "(a path) to append to that file, or to start a new reference file (references/NAME.md), "
     "and then say in SKILL.md when to read it. Leave \"file\" empty otherwise.\n")
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
+# The reason an added rule that says again what the skill says is left out.
+SAID = "the skill already says it"
 
 
 @dataclass(frozen=True)
@@ -239,11 +242,15 @@ def _ask_once_more(
     if again.value is None:
         return reply, items, refused, []
     more, later = clean_items(_items(again.value, count), evidence, skill)
-    restated: list[str] = []
+    restated = [_restating(e, said) for e, why in idle
+                if why.startswith(SAID) and (said := _says_again(e, skill))]
     out = list(kept)
     for item in more:
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        if twin is None:
+        said = _says_again(item, skill)
+        if said is not None:
+            restated.append(_restating(item, said))
+        elif twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
             which = "the kept" if any(twin is k for k in kept) else "the same reply's"
@@ -251,6 +258,10 @@ def _ask_once_more(
                             f"{one_line(_text(twin), 120)!r}; left out")
     # The same rule written again is refused once.
     return again, out[: settings.max_edits], distinct([*refused, *later]), restated
+
+
+def _restating(item: Edit | Suggestion, part: str) -> str:
+    return f"{one_line(_text(item), 120)!r} restates the skill's {one_line(part, 120)!r}; left out"
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
@@ -265,7 +276,8 @@ def _items(value: Any, count: int) -> list[Edit | Suggestion]:
 
 def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, str]]:
     """The edits that would change nothing (a line replaced by itself, content the skill
-    already holds), each with the reason ``apply_edits`` gives."""
+    already holds), each with the reason ``apply_edits`` gives, and the added rules that say
+    again what a part of the skill says (:func:`restated_part`)."""
     out = []
     for item in items:
         if isinstance(item, Edit):
@@ -273,7 +285,17 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, st
             reason = report.outcomes[0].reason or ""
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
                 out.append((item, reason))
+            elif (said := _says_again(item, skill)) is not None:
+                out.append((item, f"{SAID}: {one_line(said, 120)!r}"))
     return out
+
+
+def _says_again(item: Edit | Suggestion, skill: str) -> str | None:
+    """The part of the skill an added rule says again (None for other edits, which change a
+    part in place)."""
+    if isinstance(item, Edit) and item.op in ("append", "insert_after"):
+        return restated_part(item.content, skill)
+    return None
 
 
 def _text(item: Edit | Suggestion) -> str:
