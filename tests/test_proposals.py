@@ -356,6 +356,25 @@ def test_a_line_that_hurts_is_found_by_ablation_when_no_added_rule_can_undo_it(
     assert toy.HARMFUL not in (toy_dir / "run" / "best_skill.md").read_text()
 
 
+def test_an_ablation_deletes_a_wrapped_instruction_whole() -> None:
+    """WebShop's shipped skill wraps its steps onto two lines each: deleting one line would
+    leave half a sentence, so an ablation takes out the whole item (or paragraph)."""
+    from skillgrad.stages.screen import ablations, instructions
+
+    skill = ("# Shop\n\nYou buy one item. Every reply is\none action.\n\n"
+             "1. Search with the product type, in a few words\n   taken from the instruction.\n"
+             "2. Open the first item.\n\n- Reply with one action.\n")
+    assert instructions(skill) == [
+        "You buy one item. Every reply is\none action.",
+        "1. Search with the product type, in a few words\n   taken from the instruction.",
+        "2. Open the first item.", "- Reply with one action."]
+    made = [p.candidate for p in ablations(skill, 8)]
+    assert len(made) == 4
+    assert made[2] == ("# Shop\n\nYou buy one item. Every reply is\none action.\n\n"
+                       "2. Open the first item.\n\n- Reply with one action.\n")
+    assert all("taken from" not in c or "Search with" in c for c in made)
+
+
 def test_no_ablation_by_default(toy_dir: Path) -> None:
     _train(_sampled(toy_dir, helpful=False, proposals=1), toy_dir / "run")
     assert not (toy_dir / "run" / "steps" / "e01-s001" / "screen.json").exists()

@@ -9,6 +9,7 @@ choosing among several does not bias the gate's estimate.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,15 +136,36 @@ def _shown(item: Edit | Suggestion) -> str:
     return f"delete: {item.anchor}" if item.op == "delete" else item.content
 
 
+def instructions(skill: str) -> list[str]:
+    """The instructions of ``skill`` as written: each paragraph and each list item, with the
+    lines it is wrapped onto (headings, blank lines and protected blocks left out)."""
+    out: list[list[str]] = []
+    block: str | None = None  # what the last line began: "item", "paragraph" or None
+    for line in body_without_blocks(skill).splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            block = None
+        elif _ITEM.match(line):
+            out.append([line])
+            block = "item"
+        elif block == "paragraph" or (block == "item" and line[:1].isspace()):
+            out[-1].append(line)
+        else:
+            out.append([line])
+            block = "paragraph"
+    return ["\n".join(lines).strip() for lines in out]
+
+
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
 def ablations(skill: str, limit: int) -> list[Proposal]:
-    """Candidates that each delete one instruction line of ``skill`` (the latest first, up to
-    ``limit``; headings, blank lines and protected blocks are left alone). Screened next to
-    the analysts' proposals, they let a step find that a line hurts, which no added rule can
-    undo."""
-    lines = [line.strip() for line in body_without_blocks(skill).splitlines()]
-    candidates = [line for line in lines if line and not line.startswith("#")]
+    """Candidates that each delete one instruction of ``skill`` (:func:`instructions`, the
+    latest first, up to ``limit``; a wrapped list item goes whole). Screened next to the
+    analysts' proposals, they let a step find that an instruction hurts, which no added rule
+    can undo."""
     proposals = []
-    for line in list(dict.fromkeys(reversed(candidates)))[:limit]:
+    for line in list(dict.fromkeys(reversed(instructions(skill))))[:limit]:
         edit = Edit(op="delete", anchor=line, rationale="line ablation")
         candidate, report = apply_edits(skill, [edit])
         if candidate != skill:
