@@ -76,7 +76,8 @@ class GradientSection(Section):
         "small local optimizer)")
     line_ablations: int = Field(
         0, ge=0, le=8, description="also screen candidates that each delete one instruction "
-        "line of the current skill (the latest first, up to this many a step)")
+        "(a paragraph or list item, wrapped lines included) of the current skill (the latest "
+        "first, up to this many a step)")
     tie_break: int = Field(
         0, ge=0, le=8, description="screened candidates that tie the current skill on the "
         "step's tasks (up to this many, line ablations included) get a second look: they and "
