@@ -266,6 +266,8 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "share 1 word with"),
     ("Give an answer that is part of an expected answer.", "analysis",
      "is part of an expected answer"),
+    # Accepted by the reading example on the 1.5B model: a label of the task accounts.
+    ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
     # Proposed for an agent target: the analysts' prompt numbers the tasks it shows.
     ("Use the glob tool to look up filenames by glob pattern for Task 1", "unseen", "Task 1"),
     ("Use the Task tool to search for the file for Task 5 and Task 6", "unseen",

@@ -117,7 +117,11 @@ _ABOUT = re.compile(
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
     r"words?\b|\bexcept\s+for\s+case\s+or\s+punctuation\b|\bis\s+part\s+of\s+an?\s+"
-    r"(?:expected\s+)?answer\b", re.IGNORECASE)
+    r"(?:expected\s+)?answer\b"
+    # The labels the analysts' task accounts are written with ("Its answer, as read from the
+    # reply: ...", "Its 3 turns before the reply: ...").
+    r"|\bas\s+read\s+from\s+(?:the|its|your)\s+reply\b|\bturns\s+before\s+the\s+reply\b",
+    re.IGNORECASE)
 
 
 def words(text: str) -> list[str]:
