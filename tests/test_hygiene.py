@@ -266,7 +266,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "share 1 word with"),
     ("Give an answer that is part of an expected answer.", "analysis",
      "is part of an expected answer"),
-    # Accepted by the reading example on the 1.5B model: a label of the task accounts.
+    # Accepted by the reading example on the 1.5B model (the first two), and written beside.
+    ("Before you answer, remove any words that are in the reply but not in the answer",
+     "unseen", "the reply but not in the answer"),
+    ("Before you answer, include any words that are not in the answer but are in the reply",
+     "unseen", "not in the answer but are in the reply"),
     ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
     # Proposed for an agent target: the analysts' prompt numbers the tasks it shows.
     ("Use the glob tool to look up filenames by glob pattern for Task 1", "unseen", "Task 1"),
@@ -572,6 +576,27 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
     assert restated_part("Search with the product type and its key attributes.", SHOP) == \
         "search with the product type and its key attributes"  # a clause of a sentence
     assert restated_part("Open the first item and check its reviews.", SHOP) is None
+
+
+def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_loss() -> None:
+    """The reading example's analyst wrote three wordings of one rule in one reply ("remove
+    any words that are not in the answer", "... in the reply but not in the answer", ...), and
+    two went into the skill side by side. Only the first of a reply's restatements is kept;
+    a kept rule the second reply writes again word for word is not reported as lost."""
+    first = {"difference": "extra words", "rules": [
+        "Reply with the answer only.", "Reply with only the answer.",
+        "Reply with the answer, as read from the reply"]}
+    second = {"difference": "extra words", "rules": [
+        "Reply with the answer only.",
+        "When the question asks for a date, give day, month and year."]}
+    patch, _ = _asked_twice(first, second, "It was 1902.", "1902", max_edits=3)
+    assert [e.content for e in patch.edits] == [
+        "- Reply with the answer only.",
+        "- When the question asks for a date, give day, month and year."]
+    assert patch.restated == ("'- Reply with only the answer.' restates the same reply's "
+                              "'- Reply with the answer only.'; left out",)
+    assert [r.item.content for r in patch.refused] == [
+        "- Reply with the answer, as read from the reply"]
 
 
 def test_restates_needs_most_words_of_both() -> None:

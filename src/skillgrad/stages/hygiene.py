@@ -103,6 +103,12 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?:reply|replies|response|output|answer|answers)\s+(?:is|are|looks?)\s+"
                r"(?:exactly\s+|precisely\s+)?(?:as|what\s+is|what's)\s+expected\b",
                re.IGNORECASE),
+    # The words of the reply held against those of the answer ("remove any words that are in
+    # the reply but not in the answer"), either way round.
+    re.compile(r"\b(?:the|your)\s+(?:reply|response|output)\s+but\s+not\s+(?:in\s+)?"
+               + _ANSWER, re.IGNORECASE),
+    re.compile(r"\bnot\s+(?:in\s+)?" + _ANSWER + r"\s+(?:but|and)\s+(?:are\s+|is\s+)?in\s+"
+               r"(?:the|your)\s+(?:reply|response|output)\b", re.IGNORECASE),
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
     re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )

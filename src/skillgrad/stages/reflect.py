@@ -201,12 +201,14 @@ def analyse(
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
     proposed = _items(reply.value, len(batch))
     items, refused = clean_items(proposed, evidence, skill)
-    restated: list[str] = []
+    whole = len(items) < len(proposed)  # some refused whole
+    items, restated = _first_of_each(items)
     idle = _idle(items, skill)
-    if len(items) < len(proposed) or idle:  # refused whole, or idle
-        reply, items, refused, restated = _ask_once_more(
+    if whole or idle:
+        reply, items, refused, again = _ask_once_more(
             messages, reply, items, refused, idle, skill, model, settings, evidence,
             len(batch), shape, schema, name)
+        restated += again
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -246,6 +248,8 @@ def _ask_once_more(
                 if why.startswith(SAID) and (said := _says_again(e, skill))]
     out = list(kept)
     for item in more:
+        if any(_text(item) == _text(k) for k in out):
+            continue  # a kept rule written again: nothing is lost
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
         said = _says_again(item, skill)
         if said is not None:
@@ -258,6 +262,22 @@ def _ask_once_more(
                             f"{one_line(_text(twin), 120)!r}; left out")
     # The same rule written again is refused once.
     return again, out[: settings.max_edits], distinct([*refused, *later]), restated
+
+
+def _first_of_each(items: Sequence[Edit | Suggestion]) -> tuple[list[Edit | Suggestion],
+                                                                  list[str]]:
+    """The items of one reply less those that restate an earlier one (:func:`restates`), and a
+    line for each left out."""
+    out: list[Edit | Suggestion] = []
+    said: list[str] = []
+    for item in items:
+        twin = next((k for k in out if restates(_text(item), _text(k))), None)
+        if twin is None:
+            out.append(item)
+        elif _text(item) != _text(twin):
+            said.append(f"{one_line(_text(item), 120)!r} restates the same reply's "
+                        f"{one_line(_text(twin), 120)!r}; left out")
+    return out, said
 
 
 def _restating(item: Edit | Suggestion, part: str) -> str:
