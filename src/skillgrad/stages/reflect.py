@@ -208,7 +208,7 @@ def analyse(
         reply, items, refused, again = _ask_once_more(
             messages, reply, items, refused, idle, skill, model, settings, evidence,
             len(batch), shape, schema, name)
-        restated += again
+        restated = list(dict.fromkeys([*restated, *again]))  # a rule written in both replies
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
