@@ -149,8 +149,8 @@ class Patch(Record):
     # What skillgrad put back after a merge: a proposal the merge left out, or an edit whose op
     # or anchor the merge changed into one that cannot be applied (one line each).
     repaired: tuple[str, ...] = ()
-    # The rules an analyst wrote that were left out because they restate one kept from its
-    # first reply, or a part of the skill (one line each).
+    # The rules an analyst wrote that were left out because they restate another of its rules
+    # or a part of the skill (one line each).
     restated: tuple[str, ...] = ()
 
 
