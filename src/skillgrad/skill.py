@@ -176,6 +176,30 @@ def body_without_blocks(text: str) -> str:
     return text
 
 
+# The start of a list item: a bullet or a number ("- ", "* ", "2. ", "3) ").
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+def instructions(text: str) -> list[str]:
+    """The instructions of a skill as written: each paragraph and each list item, with the
+    lines it is wrapped onto (headings, blank lines and protected blocks left out)."""
+    out: list[list[str]] = []
+    block: str | None = None  # what the last line began: "item", "paragraph" or None
+    for line in body_without_blocks(text).splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            block = None
+        elif LIST_ITEM.match(line):
+            out.append([line])
+            block = "item"
+        elif block == "paragraph" or (block == "item" and line[:1].isspace()):
+            out[-1].append(line)
+        else:
+            out.append([line])
+            block = "paragraph"
+    return ["\n".join(lines).strip() for lines in out]
+
+
 def remove_span(text: str, start: int, end: int) -> str:
     """Remove ``text[start:end]``; drop the line(s) it empties, keep at most one blank line.
 

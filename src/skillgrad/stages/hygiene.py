@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from skillgrad import prompts
 from skillgrad.records import Edit, Refused, RolloutResult, Suggestion, Task
+from skillgrad.skill import LIST_ITEM, instructions
 from skillgrad.words import FUNCTION_WORDS
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
@@ -523,7 +524,6 @@ NO_EVIDENCE = Evidence()
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s*,?\s+", re.I)
 
 
@@ -576,7 +576,7 @@ def _drop_scorer_words(text: str, evidence: Evidence,
 
 
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
-    marker = _MARKER.match(text)  # a bullet or number stays with what is kept of its item
+    marker = LIST_ITEM.match(text)  # a bullet or number stays with what is kept of its item
     head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
     sentences = [s for s in _SENTENCE_END.split(body.strip()) if s.strip()]
     kept: list[str] = []
@@ -635,18 +635,11 @@ def _negated(text: str) -> bool:
 
 
 def skill_parts(skill: str) -> list[str]:
-    """The skill's paragraphs and list items (a wrapped item joined into one), each of their
-    sentences, and each clause of three content words or more: the parts a new rule may say
-    again."""
-    blocks: list[list[str]] = []
-    for line in skill.splitlines():
-        if not line.strip() or line.lstrip().startswith(("#", "```", "<!--")):
-            blocks.append([])
-        elif _MARKER.match(line) or not blocks:
-            blocks.append([_MARKER.sub("", line).strip()])
-        else:
-            blocks[-1].append(line.strip())
-    parts = [" ".join(b) for b in blocks if b]
+    """The skill's instructions (:func:`~skillgrad.skill.instructions`, each joined onto one
+    line, without its bullet or number), each of their sentences, and each clause of three
+    content words or more: the parts a new rule may say again."""
+    parts = [LIST_ITEM.sub("", " ".join(line.strip() for line in item.splitlines()))
+             for item in instructions(skill)]
     sentences = [x.strip() for p in parts for x in _SENTENCE_END.split(p)]
     clauses = [x.strip() for p in sentences for x in _CLAUSE_END.split(p)
                if len(content_words(x)) >= RESTATED_MIN_WORDS]

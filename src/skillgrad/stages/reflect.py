@@ -226,14 +226,15 @@ def analyse(
 
 def _ask_once_more(
     messages: list[Message], reply: Any, items: list[Edit | Suggestion], refused: list[Refused],
-    idle: list[tuple[Edit, str]], skill: str, model: ChatModel, settings: ReflectSettings, evidence: Evidence, count: int,
-    shape: type[BaseModel], schema: dict[str, Any], name: str,
+    idle: list[tuple[Edit, str]], skill: str, model: ChatModel, settings: ReflectSettings,
+    evidence: Evidence, count: int, shape: type[BaseModel], schema: dict[str, Any], name: str,
 ) -> tuple[Any, list[Edit | Suggestion], list[Refused], list[str]]:
     """The analyst asked again after hygiene refused some of its items or some would change
     nothing: told which and why, and which were kept. What passed is kept whatever the second
     reply says (a small model asked again often writes other rules and drops the good one);
-    the second reply's items are added after them, less those that restate a kept one (one
-    line each in the last list)."""
+    the second reply's items are added after them, less those that restate a kept one or a
+    part of the skill (one line each in the last list, with the idle ones that restate the
+    skill)."""
     kept = [i for i in items if all(i is not e for e, _ in idle)]
     # Sampled: a greedy model told what was wrong tends to write the same reply again.
     again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
@@ -244,8 +245,8 @@ def _ask_once_more(
     if again.value is None:
         return reply, items, refused, []
     more, later = clean_items(_items(again.value, count), evidence, skill)
-    restated = [_restating(e, said) for e, why in idle
-                if why.startswith(SAID) and (said := _says_again(e, skill))]
+    restated = [_left_out(e, "the skill's", why.removeprefix(f"{SAID}: "))
+                for e, why in idle if why.startswith(SAID)]
     out = list(kept)
     for item in more:
         if any(_text(item) == _text(k) for k in out):
@@ -253,13 +254,12 @@ def _ask_once_more(
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
         said = _says_again(item, skill)
         if said is not None:
-            restated.append(_restating(item, said))
+            restated.append(_left_out(item, "the skill's", _quoted(said)))
         elif twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
             which = "the kept" if any(twin is k for k in kept) else "the same reply's"
-            restated.append(f"{one_line(_text(item), 120)!r} restates {which} "
-                            f"{one_line(_text(twin), 120)!r}; left out")
+            restated.append(_left_out(item, which, _quoted(_text(twin))))
     # The same rule written again is refused once.
     return again, out[: settings.max_edits], distinct([*refused, *later]), restated
 
@@ -275,13 +275,17 @@ def _first_of_each(items: Sequence[Edit | Suggestion]) -> tuple[list[Edit | Sugg
         if twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
-            said.append(f"{one_line(_text(item), 120)!r} restates the same reply's "
-                        f"{one_line(_text(twin), 120)!r}; left out")
+            said.append(_left_out(item, "the same reply's", _quoted(_text(twin))))
     return out, said
 
 
-def _restating(item: Edit | Suggestion, part: str) -> str:
-    return f"{one_line(_text(item), 120)!r} restates the skill's {one_line(part, 120)!r}; left out"
+def _quoted(text: str) -> str:
+    return repr(one_line(text, 120))
+
+
+def _left_out(item: Edit | Suggestion, whose: str, quoted: str) -> str:
+    """The line that says ``item`` was left out as a restatement of ``whose`` ``quoted``."""
+    return f"{_quoted(_text(item))} restates {whose} {quoted}; left out"
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
@@ -306,7 +310,7 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, st
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
                 out.append((item, reason))
             elif (said := _says_again(item, skill)) is not None:
-                out.append((item, f"{SAID}: {one_line(said, 120)!r}"))
+                out.append((item, f"{SAID}: {_quoted(said)}"))
     return out
 
 

@@ -9,13 +9,12 @@ choosing among several does not bias the gate's estimate.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from skillgrad.records import Edit, RolloutResult, Selection, Suggestion, Task
-from skillgrad.skill import body_without_blocks, skill_hash
+from skillgrad.skill import instructions, skill_hash
 from skillgrad.stages.candidate import Proposal
 from skillgrad.stages.update import apply_edits
 
@@ -134,29 +133,6 @@ def _shown(item: Edit | Suggestion) -> str:
     if isinstance(item, Suggestion):
         return item.description
     return f"delete: {item.anchor}" if item.op == "delete" else item.content
-
-
-def instructions(skill: str) -> list[str]:
-    """The instructions of ``skill`` as written: each paragraph and each list item, with the
-    lines it is wrapped onto (headings, blank lines and protected blocks left out)."""
-    out: list[list[str]] = []
-    block: str | None = None  # what the last line began: "item", "paragraph" or None
-    for line in body_without_blocks(skill).splitlines():
-        text = line.strip()
-        if not text or text.startswith("#"):
-            block = None
-        elif _ITEM.match(line):
-            out.append([line])
-            block = "item"
-        elif block == "paragraph" or (block == "item" and line[:1].isspace()):
-            out[-1].append(line)
-        else:
-            out.append([line])
-            block = "paragraph"
-    return ["\n".join(lines).strip() for lines in out]
-
-
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
 def ablations(skill: str, limit: int) -> list[Proposal]:
