@@ -356,6 +356,44 @@ def test_a_line_that_hurts_is_found_by_ablation_when_no_added_rule_can_undo_it(
     assert toy.HARMFUL not in (toy_dir / "run" / "best_skill.md").read_text()
 
 
+def test_a_skill_that_hurts_as_a_whole_is_found_by_the_skill_ablation(toy_dir: Path) -> None:
+    """The harmful line is written twice: deleting either one leaves the other, so every line
+    ablation ties the current skill. No skill at all is the candidate that shows it, and the
+    gate adopts it."""
+    cfg = _sampled(toy_dir, helpful=False, proposals=1)
+    (toy_dir / "toy_skill.md").write_text(
+        toy.INITIAL_SKILL + f"\n{toy.HARMFUL}\n\n- Always: {toy.HARMFUL}\n")
+    data = yaml.safe_load(cfg.read_text())
+    data["gradient"].update(line_ablations=2, skill_ablation=True)
+    data.setdefault("evaluation", {})["gate_metric"] = "soft"
+    cfg.write_text(yaml.safe_dump(data))
+    _train(cfg, toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    screening = json.loads((step / "screen.json").read_text())
+    rows = screening["rows"]
+    assert [r["edits"] for r in rows[1:3]] == [[f"delete: - Always: {toy.HARMFUL}"],
+                                               [f"delete: {toy.HARMFUL}"]]
+    assert rows[1]["score"] == rows[2]["score"] == screening["current"]  # each alone: a tie
+    assert len(rows[3]["edits"]) == 5 and rows[3]["score"] > screening["current"]
+    assert screening["chosen"] == 3
+    assert json.loads((step / "gate.json").read_text())["decision"] == "accept_new_best"
+    assert (toy_dir / "run" / "best_skill.md").read_text() == ""
+
+
+def test_the_skill_ablation_is_not_made_twice_or_for_an_empty_skill() -> None:
+    from skillgrad.stages.screen import ablations
+
+    one = "# Shop\n\nBuy the item.\n"
+    assert [p.candidate for p in ablations(one, 1, whole=True)] == ["# Shop\n", ""]
+    assert [p.candidate for p in ablations(one, 0, whole=True)] == [""]
+    assert ablations("# Shop\n", 3, whole=True) == []
+    two = one + "\n- Reply with one action.\n"
+    made = ablations(two, 1, whole=True)
+    assert [p.candidate for p in made] == ["# Shop\n\nBuy the item.\n", ""]
+    assert made[1].n_applied == made[1].n_proposed == 3
+    assert made[1].items[0].rationale == "skill ablation"
+
+
 def test_an_ablation_deletes_a_wrapped_instruction_whole() -> None:
     """WebShop's shipped skill wraps its steps onto two lines each: deleting one line would
     leave half a sentence, so an ablation takes out the whole item (or paragraph)."""
@@ -458,6 +496,45 @@ def test_candidates_that_tie_on_the_batch_get_a_second_look_on_more_tasks() -> N
     only_same = screen(proposals[:2], skill, baseline, batch, run, value, extra=extra,
                        tie_break=2)
     assert only_same.chosen is None and "1 that tied it did not on 4" in only_same.reason
+
+
+def test_a_shorter_skill_that_ties_goes_to_the_gate_when_asked() -> None:
+    """On the batch every candidate ties. With ``shorter_on_tie`` the shortest one that only
+    deletes goes to the gate, unless it fell behind on the second look; an added rule that
+    ties never does."""
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import ablations, screen
+
+    skill = "# Skill\n\nWork it out step by step.\n\n- Give the number alone.\n"
+    rule = Proposal(candidate=skill + "\n- Be polite.\n")
+    line, whole = ablations(skill, 1, whole=True)
+    batch = [Task(id="b0", prompt="q", reference=["a"])]
+    extra = [Task(id="x0", prompt="q", reference=["a"])]
+    baseline = [RolloutResult(task_id="b0", messages=(), answer="a", hard=1.0, soft=1.0)]
+    behind: set[str] = set()
+
+    def run(doc: str, ts: Any) -> list[RolloutResult]:
+        right = float(not (doc in behind and ts[0].id == "x0"))
+        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=right, soft=right)
+                for t in ts]
+
+    def value(rs: Any) -> float:
+        return sum(r.hard for r in rs) / len(rs)
+
+    proposals = [rule, line, whole]
+    assert screen(proposals, skill, baseline, batch, run, value).chosen is None
+    done = screen(proposals, skill, baseline, batch, run, value, shorter_on_tie=True)
+    assert done.chosen == 2 and whole.candidate == ""
+    assert done.reason.endswith("proposal 2 of 3 tied it and is shorter (no skill at all): "
+                                "the gate decides")
+    looked = screen(proposals, skill, baseline, batch, run, value, extra=extra, tie_break=3,
+                    shorter_on_tie=True)
+    assert looked.chosen == 2 and looked.rows[2]["second_look"]["score"] == 1.0
+    behind.add(whole.candidate)  # the skill ablation falls behind on the second look
+    looked = screen(proposals, skill, baseline, batch, run, value, extra=extra, tie_break=3,
+                    shorter_on_tie=True)
+    assert looked.chosen == 1 and "(1 instruction deleted)" in looked.reason
+    assert screen([rule], skill, baseline, batch, run, value, shorter_on_tie=True).chosen is None
 
 
 def test_the_second_look_draws_other_training_tasks(toy_dir: Path) -> None:

@@ -78,11 +78,20 @@ class GradientSection(Section):
         0, ge=0, le=8, description="also screen candidates that each delete one instruction "
         "(a paragraph or list item, wrapped lines included) of the current skill (the latest "
         "first, up to this many a step)")
+    skill_ablation: bool = Field(
+        False, description="also screen, each step, no skill at all (a package keeps its "
+        "files and headings, without their instructions): a step can find that the skill as a "
+        "whole hurts, which no deletion of one instruction shows")
     tie_break: int = Field(
         0, ge=0, le=8, description="screened candidates that tie the current skill on the "
         "step's tasks (up to this many, line ablations included) get a second look: they and "
         "the current skill are rolled out on as many other training tasks, and one that is "
         "then ahead goes to the gate (0: ties are not looked at again)")
+    shorter_on_tie: bool = Field(
+        False, description="when no screened candidate is ahead of the current skill, the "
+        "shortest one that only deletes (a line or skill ablation) and tied it, on the second "
+        "look too, goes to the gate: at equal training scores the shorter skill is tried, and "
+        "the selection split decides")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
         "from each failed reply set beside its expected answer, appended as bullets (default "

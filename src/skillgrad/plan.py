@@ -75,7 +75,7 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
     n_val = len(tasks["val"])
     plan.add("target", "eval_val", n_val * (1 + plan.steps), prompt("val"), reply)
     plan.add("target", "rollout", batch * plan.steps, prompt("train"), reply)
-    candidates = g.proposals + g.line_ablations
+    candidates = g.proposals + g.line_ablations + int(g.skill_ablation)
     if candidates > 1:
         plan.add("target", "screen", batch * candidates * plan.steps, prompt("train"), reply)
     analysts = math.ceil(batch / g.minibatch_size) * (1 if g.failure_only else 2)

@@ -298,7 +298,8 @@ class Trainer:
                 out, skill, self._batch(j)[1], k)]
             made.append((more, self._propose(skill, more, budget, results)))
         unusable = unusable_reason([p for asked, _ in made for p in asked])
-        made += [([], p) for p in ablations(skill, self.cfg.gradient.line_ablations)]
+        made += [([], p) for p in ablations(skill, self.cfg.gradient.line_ablations,
+                                             self.cfg.gradient.skill_ablation)]
         screened_out, chosen = None, 0
         if len(made) > 1:
             screening = self._stage("screen", None, lambda: screen(
@@ -307,7 +308,7 @@ class Trainer:
                                         workers=self.cfg.execution.rollout_workers),
                 lambda rs: self.gate_rule.value(score(rs, "screen", "")),
                 self._rejected_hashes(), self._extra_tasks(tasks),
-                self.cfg.gradient.tie_break))
+                self.cfg.gradient.tie_break, self.cfg.gradient.shorter_on_tie))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason

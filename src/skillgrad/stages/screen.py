@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillgrad.package import is_package
 from skillgrad.records import Edit, RolloutResult, Selection, Suggestion, Task
-from skillgrad.skill import instructions, skill_hash
+from skillgrad.skill import body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import Proposal
 from skillgrad.stages.update import apply_edits
 
@@ -40,6 +41,7 @@ def screen(
     rejected: Mapping[str, int] | None = None,
     extra: Sequence[Task] = (),
     tie_break: int = 0,
+    shorter_on_tie: bool = False,
 ) -> Screening:
     """Roll out each distinct, changed, unrefused candidate on ``tasks`` and choose the best
     that beats ``baseline`` (the current skill on the same tasks); ties go to the earlier. A
@@ -50,7 +52,12 @@ def screen(
     earliest) get a second look: they and the current skill are rolled out on ``extra``
     training tasks, and the best that is ahead of the current skill on both sets together goes
     to the gate (a bounded round of successive halving: one round, the field cut to those
-    that tied)."""
+    that tied).
+
+    With ``shorter_on_tie``, when still nothing is ahead, the shortest candidate that only
+    deletes (a line or skill ablation, say) and tied the current skill, on the second look
+    too where it had one, goes to the gate: at equal training scores the shorter skill is
+    tried, and the selection split decides."""
     current = value(baseline)
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -82,8 +89,14 @@ def screen(
     scored = [r for r in rows if r["status"] == "scored"]
     tied = [r["proposal"] for r in scored if abs(r["score"] - round(current, 6)) < 1e-9]
     if best is None and tie_break > 0 and extra and tied:
-        return _second_look(proposals, tied[:tie_break], skill, baseline, rolled, tasks, extra,
-                            run, value, current, rows)
+        looked = _second_look(proposals, tied[:tie_break], skill, baseline, rolled, tasks,
+                              extra, run, value, current, rows)
+        return _shorter(proposals, tied, skill, looked) if shorter_on_tie else looked
+    if best is None and shorter_on_tie and tied:
+        top = max(r["score"] for r in scored)
+        return _shorter(proposals, tied, skill, Screening(None, (
+            f"no proposal beat the current skill on the step's {len(tasks)} training tasks "
+            f"(best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)"), current, rows))
     if best is not None:
         reason = (f"proposal {best[1]} of {len(proposals)} scores {best[0]:.3f} on the step's "
                   f"{len(tasks)} training tasks, the current skill {current:.3f}")
@@ -129,23 +142,57 @@ def _second_look(
     return Screening(None, reason, current, rows)
 
 
+def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
+             screening: Screening) -> Screening:
+    """``screening`` when it chose a candidate or no deletion tied; else the shortest tied
+    candidate that only deletes (and did not fall behind on a second look), for the gate."""
+    if screening.chosen is not None:
+        return screening
+    rows = screening.rows
+    shorter = [i for i in tied
+               if proposals[i].kept and len(proposals[i].candidate) < len(skill)
+               and all(isinstance(e, Edit) and e.op == "delete" for e in proposals[i].kept)
+               and ("second_look" not in rows[i] or abs(
+                   rows[i]["second_look"]["score"] - rows[i]["second_look"]["current"]) < 1e-9)]
+    if not shorter:
+        return screening
+    i = min(shorter, key=lambda k: (len(proposals[k].candidate), k))
+    n = len(proposals[i].kept)
+    gone = ("no skill at all" if not proposals[i].candidate.strip() else
+            f"{n} instruction{'s' if n != 1 else ''} deleted")
+    reason = (f"{screening.reason}; proposal {i} of {len(proposals)} tied it and is shorter "
+              f"({gone}): the gate decides")
+    return Screening(i, reason, screening.current, rows)
+
+
 def _shown(item: Edit | Suggestion) -> str:
     if isinstance(item, Suggestion):
         return item.description
     return f"delete: {item.anchor}" if item.op == "delete" else item.content
 
 
-def ablations(skill: str, limit: int) -> list[Proposal]:
+def ablations(skill: str, limit: int, whole: bool = False) -> list[Proposal]:
     """Candidates that each delete one instruction of ``skill`` (:func:`instructions`, the
-    latest first, up to ``limit``; a wrapped list item goes whole). Screened next to the
-    analysts' proposals, they let a step find that an instruction hurts, which no added rule
-    can undo."""
+    latest first, up to ``limit``; a wrapped list item goes whole), and with ``whole`` one that
+    deletes all of it: no skill at all (a package keeps its files and headings, and loses
+    their instructions). Screened next to the analysts' proposals, they let a step find that
+    an instruction, or the skill as a whole, hurts, which no added rule can undo."""
+    parts = list(dict.fromkeys(reversed(instructions(skill))))
+    sets = [[line] for line in parts[:limit]]
+    if whole and parts:
+        headings = [] if is_package(skill) else [
+            line for line in body_without_blocks(skill).splitlines() if line.startswith("#")]
+        if parts + headings not in sets:
+            sets.append(parts + headings)
     proposals = []
-    for line in list(dict.fromkeys(reversed(instructions(skill))))[:limit]:
-        edit = Edit(op="delete", anchor=line, rationale="line ablation")
-        candidate, report = apply_edits(skill, [edit])
+    for lines in sets:
+        edits = tuple(Edit(op="delete", anchor=line,
+                           rationale="line ablation" if len(lines) == 1 else "skill ablation")
+                      for line in lines)
+        candidate, report = apply_edits(skill, list(edits))
         if candidate != skill:
             proposals.append(Proposal(
-                candidate=candidate, items=(edit,), n_proposed=1, n_applied=1, report=report,
-                selection=Selection(budget=1, ranked=(edit,), kept=(edit,))))
+                candidate=candidate, items=edits, n_proposed=len(edits),
+                n_applied=report.count("applied"), report=report,
+                selection=Selection(budget=len(edits), ranked=edits, kept=edits)))
     return proposals
