@@ -224,7 +224,7 @@ def _step_block(s: StepView, width: int) -> list[str]:
     if r.rate is not None and r.rate.mode != "fixed":
         budget = f"{r.rate.applied} ({r.rate.mode}, schedule {r.rate.schedule_budget})"
     head = (f"{s.name} (step {r.global_step}, epoch {r.epoch}): train {r.train_hard:.3f} hard, "
-            f"{r.train_soft:.3f} soft; budget {budget}; {r.n_proposed} proposed by the analysts")
+            f"{r.train_soft:.3f} soft; budget {budget}; {r.n_proposed} proposed for the candidate")
     if r.rate is not None and r.rate.error:
         head += f"; the learning-rate reply could not be used ({r.rate.error})"
     if r.n_parse_errors:

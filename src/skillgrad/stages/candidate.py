@@ -167,7 +167,8 @@ class Proposal:
         """Short descriptions of what the candidate changes (for records and the meta skill)."""
         out = []
         for item in self.kept:
-            text = item.description if isinstance(item, Suggestion) else item.content
+            text = (item.description if isinstance(item, Suggestion) else
+                    item.anchor if item.op == "delete" else item.content)
             head = item.type if isinstance(item, Suggestion) else item.op
             out.append(f"{head}: {one_line(text, CHANGE_CHARS)}")
         out += [f"reminder: {one_line(r, CHANGE_CHARS)}" for r in self.reminders]
