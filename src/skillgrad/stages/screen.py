@@ -88,29 +88,25 @@ def screen(
         rows.append(row)
     scored = [r for r in rows if r["status"] == "scored"]
     tied = [r["proposal"] for r in scored if abs(r["score"] - round(current, 6)) < 1e-9]
-    if best is None and tie_break > 0 and extra and tied:
-        looked = _second_look(proposals, tied[:tie_break], skill, baseline, rolled, tasks,
-                              extra, run, value, current, rows)
-        return _shorter(proposals, tied, skill, looked) if shorter_on_tie else looked
-    if best is None and shorter_on_tie and tied:
-        top = max(r["score"] for r in scored)
-        return _shorter(proposals, tied, skill, Screening(None, (
-            f"no proposal beat the current skill on the step's {len(tasks)} training tasks "
-            f"(best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)"), current, rows))
     if best is not None:
         reason = (f"proposal {best[1]} of {len(proposals)} scores {best[0]:.3f} on the step's "
                   f"{len(tasks)} training tasks, the current skill {current:.3f}")
         return Screening(best[1], reason, current, rows)
-    if not scored:
+    if tie_break > 0 and extra and tied:
+        looked = _second_look(proposals, tied[:tie_break], skill, baseline, rolled, tasks,
+                              extra, run, value, current, rows)
+    elif not scored:
         before = [r for r in rows if r["status"] == "rejected before"]
-        reason = (f"none of the {len(proposals)} proposals changed the skill" if not before else
-                  f"none of the {len(proposals)} proposals is a new skill ({len(before)} the "
-                  "gate rejected before)")
+        looked = Screening(None, (
+            f"none of the {len(proposals)} proposals changed the skill" if not before else
+            f"none of the {len(proposals)} proposals is a new skill ({len(before)} the gate "
+            "rejected before)"), current, rows)
     else:
         top = max(r["score"] for r in scored)
-        reason = (f"no proposal beat the current skill on the step's {len(tasks)} training "
-                  f"tasks (best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)")
-    return Screening(None, reason, current, rows)
+        looked = Screening(None, (
+            f"no proposal beat the current skill on the step's {len(tasks)} training tasks "
+            f"(best {top:.3f}, current {current:.3f}; {len(scored)} rolled out)"), current, rows)
+    return _shorter(proposals, tied, skill, looked) if shorter_on_tie else looked
 
 
 def _second_look(
@@ -178,17 +174,16 @@ def ablations(skill: str, limit: int, whole: bool = False) -> list[Proposal]:
     their instructions). Screened next to the analysts' proposals, they let a step find that
     an instruction, or the skill as a whole, hurts, which no added rule can undo."""
     parts = list(dict.fromkeys(reversed(instructions(skill))))
-    sets = [[line] for line in parts[:limit]]
+    sets = [([line], "line ablation") for line in parts[:limit]]
     if whole and parts:
         headings = [] if is_package(skill) else [
-            line for line in body_without_blocks(skill).splitlines() if line.startswith("#")]
-        if parts + headings not in sets:
-            sets.append(parts + headings)
+            line for line in body_without_blocks(skill).splitlines()
+            if line.strip().startswith("#")]
+        if all(parts + headings != lines for lines, _ in sets):
+            sets.append((parts + headings, "skill ablation"))
     proposals = []
-    for lines in sets:
-        edits = tuple(Edit(op="delete", anchor=line,
-                           rationale="line ablation" if len(lines) == 1 else "skill ablation")
-                      for line in lines)
+    for lines, why in sets:
+        edits = tuple(Edit(op="delete", anchor=line, rationale=why) for line in lines)
         candidate, report = apply_edits(skill, list(edits))
         if candidate != skill:
             proposals.append(Proposal(
