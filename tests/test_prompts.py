@@ -38,6 +38,7 @@ EXPECTED = {
     "consolidate": {"count", "limit", "skill", "reminders"},
     "sleep_mine": {"evidence", "draft"},
     "sleep_judge": {"intent", "rubric", "answer"},
+    "judge": {"episode", "facts", "modes"},
     "export_describe": {"skill_name", "skill", "max_chars"},
     "skill_aware_failure": set(),
     "skill_aware_success": set(),

@@ -92,6 +92,12 @@ class GradientSection(Section):
         "shortest one that only deletes (a line or skill ablation) and tied it, on the second "
         "look too, goes to the gate: at equal training scores the shorter skill is tried, and "
         "the selection split decides")
+    failure_judge: bool = Field(
+        False, description="before reflection, the optimizer reviews each failed episode "
+        "without its expected result or score and names how it went wrong (it repeated "
+        "itself, answered before acting, broke the protocol, ...), quoting the agent; the "
+        "analysts see each mode and how many episodes failed each way (one optimizer call per "
+        "failure)")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
         "from each failed reply set beside its expected answer, appended as bullets (default "

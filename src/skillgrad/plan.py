@@ -19,12 +19,14 @@ from skillgrad.envs.base import Environment
 from skillgrad.records import Task
 from skillgrad.settings import split_cap
 from skillgrad.skill import estimate_tokens
+from skillgrad.stages.judge import JudgeSettings
 from skillgrad.state import steps_per_epoch
 
 # A reply the environment does not bound (its own max_tokens) is counted at this many tokens.
 DEFAULT_REPLY = 512
 # What an optimizer prompt holds besides the trajectories it is shown (its template, the skill).
 OPTIMIZER_OVERHEAD = 800
+JUDGE_REPLY = JudgeSettings().max_tokens or DEFAULT_REPLY
 
 
 @dataclass
@@ -80,6 +82,9 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
         plan.add("target", "screen", batch * candidates * plan.steps, prompt("train"), reply)
     analysts = math.ceil(batch / g.minibatch_size) * (1 if g.failure_only else 2)
     shown = min(g.max_trajectory_chars // 4, reply + prompt("train")) * g.minibatch_size
+    if g.failure_judge:  # at most one review per rollout, of the failed ones
+        plan.add("optimizer", "judge", batch * plan.steps, OPTIMIZER_OVERHEAD + min(
+            g.max_trajectory_chars // 4, reply + prompt("train")), JUDGE_REPLY)
     plan.add("optimizer", "reflect", analysts * g.proposals * plan.steps,
              OPTIMIZER_OVERHEAD + skill + shown, o.max_tokens)
     merges = max(0, analysts - 1)

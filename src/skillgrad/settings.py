@@ -17,6 +17,7 @@ from skillgrad.records import RejectedStep, StepRecord
 from skillgrad.stages.aggregate import MergeSettings
 from skillgrad.stages.candidate import CandidateSettings, size_note
 from skillgrad.stages.gate import GateRule
+from skillgrad.stages.judge import JudgeSettings
 from skillgrad.stages.reflect import ReflectSettings
 from skillgrad.stages.render import render_meta, render_rejected
 from skillgrad.stages.schedule import edit_budget
@@ -84,6 +85,17 @@ def sample_temperature(cfg: SkillgradConfig, sample: int) -> float:
     with a fixed sampling seed (the embedded one) still writes a different reply each time."""
     base = cfg.optimizer.temperature
     return base if sample == 0 else round(max(base, 0.5) + 0.2 * sample, 3)
+
+
+def judge_settings(resolved: ResolvedConfig) -> JudgeSettings:
+    """The outcome-blind reviewer's settings (``gradient.failure_judge``): it reads as much of
+    an episode as an analyst does, with the analysts' workers and temperature, and knows
+    whether the environment gives the agent more than one turn (``env.max_turns``)."""
+    g, o = resolved.config.gradient, resolved.config.optimizer
+    turns = getattr(resolved.env_options, "max_turns", 1)
+    return JudgeSettings(workers=g.analyst_workers, max_episode_chars=g.max_trajectory_chars,
+                         temperature=o.temperature, multi_turn=isinstance(turns, int)
+                         and turns > 1)
 
 
 def reflect_settings(cfg: SkillgradConfig, skill: str, context: OptimizerContext,

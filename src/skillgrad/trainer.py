@@ -56,6 +56,7 @@ from skillgrad.stages.candidate import (
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
 from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote
+from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import references_read, rollout, score, skill_loads
@@ -287,6 +288,9 @@ class Trainer:
             batch, rng = self._batch(j)
             tasks += batch
             outs.append(self._stage("rollout", len(batch), self._rollout, batch, skill))
+            if self.cfg.gradient.failure_judge:  # how each failure went, named for the analysts
+                outs[-1] = self._stage("judge", None, judge_failures, outs[-1],
+                                       self._optimizer("judge"), settings.judge_settings(self.resolved))
             patches += self._reflect(outs[-1], skill, rng, 0)
         results = [r for out in outs for r in out]
         folder.rollouts(results)

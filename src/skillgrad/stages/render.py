@@ -20,16 +20,42 @@ from skillgrad.records import (
     render_expected,
 )
 
+FAILURE_MODE = "failure_mode"  # the rollout metadata that holds the judge's verdict
+NO_MODE = "none visible"  # the judge's mode for an episode that shows no cause
+
 
 def render_trajectories(batch: Sequence[RolloutResult], max_chars: int) -> str:
-    return "\n".join(render_trajectory(r, max_chars, n) for n, r in enumerate(batch, 1))
+    """The batch's trajectories, after how many of them failed each way where a reviewer
+    named it (:func:`judged_counts`)."""
+    counts = judged_counts(batch)
+    return ((counts + "\n" if counts else "")
+            + "\n".join(render_trajectory(r, max_chars, n) for n, r in enumerate(batch, 1)))
 
 
 def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str:
     """A trajectory as the optimizer sees it, without the skill (shown once, above)."""
+    body = render_episode(result, max_chars, system=False)
+    judged = judged_line(result)
+    if judged:
+        body += "\n" + judged
+    # The verdict follows the answer it judges: read in order, the failure explains itself.
+    verdict = "solved" if result.success else f"FAILED: {result.reason or 'wrong answer'}"
+    return (
+        f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
+        f"\n{body}\nResult: {verdict}\n"
+    )
+
+
+def render_episode(result: RolloutResult, max_chars: int, system: bool = True) -> str:
+    """An episode's messages in order, clipped in the middle to ``max_chars``, and what an
+    agent target adds (:func:`agent_note`), without its score or the scorer's account. With
+    ``system``, what the agent was told first (its skill and tools) opens it, clipped to a
+    third of that."""
     lines = []
     for msg in result.messages:
         if msg.role == "system":
+            if system:
+                lines.append(f"[system] {clip_middle(msg.text(), max_chars // 3)}")
             continue
         text = msg.text()
         if msg.tool_calls:
@@ -37,14 +63,7 @@ def render_trajectory(result: RolloutResult, max_chars: int, number: int) -> str
         lines.append(f"[{msg.role}] {text}")
     body = clip_middle("\n".join(lines), max_chars)
     note = agent_note(result)
-    if note:
-        body += "\n" + note
-    # The verdict follows the answer it judges: read in order, the failure explains itself.
-    verdict = "solved" if result.success else f"FAILED: {result.reason or 'wrong answer'}"
-    return (
-        f"### Task {number} (id {result.task_id}; hard {result.hard:.2f}, soft {result.soft:.2f})"
-        f"\n{body}\nResult: {verdict}\n"
-    )
+    return body + "\n" + note if note else body
 
 
 def render_setting(batch: Sequence[RolloutResult], skill: str, max_chars: int = 2000) -> str:
@@ -109,6 +128,8 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         note = agent_note(r)
         if note:
             lines.append(note)
+        if judged_line(r):
+            lines.append(judged_line(r))
         kind, relation = compare_reply(r.answer, alternatives)
         if kind:
             lines.append(f"So: its reply {relation}.")
@@ -126,6 +147,7 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
     head = "".join(f"- {n} of {len(batch)} replies {kind}\n" for kind, n in kinds)
     common = [(kind, n) for kind, n in accounts.most_common(4) if n > 1 or len(batch) == 1]
     head += "".join(f"- {n} of {len(batch)} episodes: {worded[kind]}\n" for kind, n in common)
+    head += judged_counts(batch)
     return (head + "\n" if head else "") + "\n".join(parts)
 
 
@@ -325,3 +347,30 @@ def render_breakdown(batch: Sequence[RolloutResult], most: int = 5) -> str:
     if len(kinds) > most:
         lines.append(f"- {sum(n for _, n in kinds.most_common()[most:])} x other kinds")
     return "Kinds of failure, most common first:\n" + "\n".join(lines) + "\n\n"
+
+
+def judged(result: RolloutResult) -> dict[str, str] | None:
+    """A rollout's judgement with a mode (None when it was not judged or the judge failed)."""
+    value: Any = result.metadata.get(FAILURE_MODE)
+    if isinstance(value, dict) and isinstance(value.get("mode"), str):
+        return {"mode": value["mode"], "evidence": str(value.get("evidence", ""))}
+    return None
+
+
+def judged_line(result: RolloutResult) -> str:
+    """The line the analysts read under a judged episode ("" when there is none)."""
+    verdict = judged(result)
+    if verdict is None:
+        return ""
+    quote = f' ("{verdict["evidence"]}")' if verdict["evidence"] else ""
+    return (f"How it failed, as a reviewer named it without seeing the expected result: "
+            f"{verdict['mode']}{quote}")
+
+
+def judged_counts(batch: Sequence[RolloutResult]) -> str:
+    """One "- N of M episodes ..." line per mode the reviewer named more than once in
+    ``batch`` (once, for a batch of one), commonest first; "" when none was judged."""
+    modes = Counter(v["mode"] for r in batch if (v := judged(r)) is not None
+                    and v["mode"] != NO_MODE)
+    return "".join(f"- {n} of {len(batch)} episodes, as a reviewer named them: {mode}\n"
+                   for mode, n in modes.most_common(3) if n > 1 or len(batch) == 1)

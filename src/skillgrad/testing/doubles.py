@@ -65,7 +65,8 @@ def scripted_optimizer(analyse_failures: FailureAnalyst) -> Callable[[ChatReques
     learning rate applies every edit that fits; the epoch-level calls restate the skill's
     rules, count the decisions and keep the first reminders; rewrites append the proposed
     rules; an agent skill's new description is the analyst's ``description`` (asked with the
-    requests the agent did not load it for), or the skill's first heading."""
+    requests the agent did not load it for), or the skill's first heading; the outcome-blind
+    reviewer names an episode that sent one reply again unchanged "repeated itself"."""
 
     def reply(request: ChatRequest) -> Any:
         answer = _ANSWERS.get(request.kind or "")
@@ -204,6 +205,16 @@ def _trigger(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
     return {"description": f"{head}. Use it for every request of the kind it was written for."}
 
 
+def _judged(call: _Call, analyse: FailureAnalyst) -> dict[str, Any]:
+    """A failed episode's mode: "repeated itself" where the counted facts show one reply sent
+    again unchanged (quoting the episode's last agent turn), else "none visible"."""
+    facts = call.after("## Counted from the episode").split("## Failure modes", 1)[0]
+    if "times in a row" not in facts:
+        return {"mode": "none visible", "evidence": ""}
+    turns = re.findall(r"^\[assistant\] (.*)$", call.prompt, flags=re.MULTILINE)
+    return {"mode": "repeated itself", "evidence": turns[-1][:80] if turns else ""}
+
+
 _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "analyst_failure": _failure_edits,
     "analyst_rules": _failure_rules,
@@ -221,6 +232,7 @@ _ANSWERS: dict[str, Callable[[_Call, FailureAnalyst], dict[str, Any]]] = {
     "rewrite": _revised,
     "rewrite_minibatch": _rewritten,
     "trigger": _trigger,
+    "judge": _judged,
 }
 
 
