@@ -11,11 +11,13 @@ import pytest
 from conftest import toy_config
 
 from skillgrad.build import build_environment
+from skillgrad.cli.runs import rollout_lines
 from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.models.scripted import ScriptedModel
 from skillgrad.plan import plan_run
 from skillgrad.records import Message, RolloutResult, Task
+from skillgrad.runview.rollouts import read_rollouts
 from skillgrad.stages.judge import MODES, JudgeSettings, episode_facts, judge_failures
 from skillgrad.stages.render import render_contrast, render_trajectories
 from skillgrad.testing.doubles import scripted_optimizer
@@ -159,6 +161,8 @@ def test_a_run_with_the_judge_keeps_each_verdict_and_shows_it_to_the_analyst(
     assert analyst["request"]["messages"][0]["content"].count(
         "without seeing the expected result: none visible") == len(failed)
     assert trainer.state is not None and "judge" in trainer.state.stage_seconds
+    shown = "\n".join(rollout_lines(read_rollouts(toy_dir / "run", step="e01-s001"), 100))
+    assert shown.count("  mode:     none visible\n") == len(failed)
     # Off by default: no review is asked for.
     build_trainer(load_config(_judging(toy_dir)), toy_dir / "plain").fit()
     plain = (toy_dir / "plain" / "steps" / "e01-s001" / "calls.jsonl").read_text()

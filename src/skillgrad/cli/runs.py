@@ -159,7 +159,8 @@ def show_lines(view: RunView, width: int) -> list[str]:
 
 def rollout_lines(view: RolloutsView, width: int) -> list[str]:
     """What the target answered, a block per rollout: where it ran, the score, the task, the
-    reply, the expected answer and the reason (each cut to a few lines), failed first."""
+    reply, the expected answer, the reason and the failure mode a judge named (each cut to a
+    few lines), failed first."""
     asked = ", ".join(f"{k} {v}" for k, v in view.filters.items())
     failed = sum(r.failed for r in view.rows)
     head = f"{view.root}: {len(view.rows)} rollouts ({failed} failed)"
@@ -174,7 +175,8 @@ def rollout_lines(view: RolloutsView, width: int) -> list[str]:
                     + (f" · {r.turns} turns" if r.turns > 1 else "")]
         for label, text, lines in (("task", r.task, 3), ("reply", r.reply, 4),
                                    ("answer", r.answer if r.answer != r.reply.strip() else "", 1),
-                                   ("expected", r.expected, 2), ("reason", r.reason, 3)):
+                                   ("expected", r.expected, 2), ("reason", r.reason, 3),
+                                   ("mode", r.failure_mode, 2)):
             if text.strip():
                 out += _clipped(label, text, width, lines)
     return out

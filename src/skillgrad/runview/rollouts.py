@@ -39,6 +39,9 @@ class RolloutView:
     soft: float
     reason: str
     turns: int
+    # How a failed rollout of a training step went wrong, as gradient.failure_judge named it
+    # ("repeated itself: 'ACTION: …'"), or why it could not be named; "" when not judged.
+    failure_mode: str = ""
 
     @property
     def failed(self) -> bool:
@@ -133,7 +136,20 @@ def _view(row: dict[str, Any], source: str, step: str, split: str, skill: str) -
                        task_id=str(row.get("task_id", "")), task=task, reply=reply,
                        answer=str(row.get("answer", "")), expected=str(row.get("expected", "")),
                        hard=float(row.get("hard", 0.0)), soft=float(row.get("soft", 0.0)),
-                       reason=str(row.get("reason", "")), turns=int(row.get("turns", 1)))
+                       reason=str(row.get("reason", "")), turns=int(row.get("turns", 1)),
+                       failure_mode=_failure_mode(row))
+
+
+def _failure_mode(row: dict[str, Any]) -> str:
+    """The judge's verdict of a rollout as one line ("" when it has none)."""
+    metadata = row.get("metadata")
+    verdict = metadata.get("failure_mode") if isinstance(metadata, dict) else None
+    if not isinstance(verdict, dict):
+        return ""
+    if isinstance(verdict.get("mode"), str):
+        evidence = str(verdict.get("evidence") or "")
+        return verdict["mode"] + (f": {evidence!r}" if evidence else "")
+    return f"not named: {verdict.get('error', 'no verdict')}"
 
 
 def _text(content: Any) -> str:
