@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from conftest import toy_config
@@ -18,7 +18,7 @@ from skillgrad.models.scripted import ScriptedModel
 from skillgrad.plan import plan_run
 from skillgrad.records import Message, RolloutResult, Task
 from skillgrad.runview.rollouts import read_rollouts
-from skillgrad.stages.judge import MODES, JudgeSettings, episode_facts, judge_failures
+from skillgrad.stages.judge import MODES, JudgeSettings, ModeName, episode_facts, judge_failures
 from skillgrad.stages.render import render_contrast, render_trajectories
 from skillgrad.testing.doubles import scripted_optimizer
 from skillgrad.trainer import build_trainer
@@ -177,6 +177,10 @@ def test_the_plan_counts_one_review_per_rollout(toy_dir: Path) -> None:
     assert rows[("optimizer", "judge")] == rows[("target", "rollout")]
     assert ("optimizer", "judge") not in {
         (x.role, x.stage) for x in plan_run(plain, build_environment(plain)).lines}
+
+
+def test_the_reply_shape_allows_exactly_the_listed_modes() -> None:
+    assert set(get_args(ModeName)) == set(MODES)
 
 
 def test_the_judge_key_takes_a_boolean_only(toy_dir: Path) -> None:

@@ -86,7 +86,8 @@ def judge_failures(results: Sequence[RolloutResult], model: ChatModel,
     verdicts = fan_out(run, failed, settings.workers, "judge")
     out = list(results)
     for i, verdict in zip(failed, verdicts, strict=True):
-        out[i] = results[i].model_copy(update={"metadata": {**results[i].metadata, FAILURE_MODE: verdict}})
+        metadata = {**results[i].metadata, FAILURE_MODE: verdict}
+        out[i] = results[i].model_copy(update={"metadata": metadata})
     return out
 
 
