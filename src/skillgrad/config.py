@@ -96,8 +96,8 @@ class GradientSection(Section):
         False, description="before reflection, the optimizer reviews each failed episode "
         "without its expected result or score and names how it went wrong (it repeated "
         "itself, answered before acting, broke the protocol, ...), quoting the agent; the "
-        "analysts see each mode and how many episodes failed each way (one optimizer call per "
-        "failure)")
+        "analysts see each mode and how many episodes failed each way (at most one optimizer "
+        "call per failure: none where the episode's counts establish the mode)")
     proposal_form: Literal["edits", "rules"] = Field(
         "edits", description="what failure analysts write: edits with anchors, or plain rules "
         "from each failed reply set beside its expected answer, appended as bullets (default "

@@ -290,7 +290,8 @@ class Trainer:
             outs.append(self._stage("rollout", len(batch), self._rollout, batch, skill))
             if self.cfg.gradient.failure_judge:  # how each failure went, named for the analysts
                 outs[-1] = self._stage("judge", None, judge_failures, outs[-1],
-                                       self._optimizer("judge"), settings.judge_settings(self.resolved))
+                                       self._optimizer("judge"),
+                                       settings.judge_settings(self.resolved))
             patches += self._reflect(outs[-1], skill, rng, 0)
         results = [r for out in outs for r in out]
         folder.rollouts(results)

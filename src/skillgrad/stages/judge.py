@@ -1,13 +1,14 @@
 """Judge: an outcome-blind reviewer names how each failed episode went wrong, for reflection
 (``gradient.failure_judge``).
 
-One optimizer call per failed rollout reads the task and the agent's turns, and what it was told
-back, without the expected result, the score or the scorer's account, and picks one mode of a
-fixed list that holds for any agent (it repeated itself, it answered before doing the work, it
-broke the way it was told to act, ...), quoting the agent's words that show it. The analysts
-then see each failure's mode beside its episode, and how many episodes of their batch failed
-each way: a pattern of process that the outcome alone does not show. The mode is judged from
-the agent's behaviour only, so it cannot leak an expected answer into a rule.
+Each failed rollout's task and the agent's turns, and what it was told back, are read without
+the expected result, the score or the scorer's account, and one mode of a fixed list that holds
+for any agent is picked (it repeated itself, it answered before doing the work, it broke the way
+it was told to act, ...), quoting the agent's words that show it: by count where the episode's
+counts establish the mode, else by one optimizer call. The analysts then see each failure's
+mode beside its episode, and how many episodes of their batch failed each way: a pattern of
+process that the outcome alone does not show. The mode is judged from the agent's behaviour
+only, so it cannot leak an expected answer into a rule.
 
 The judgement is kept in the rollout's metadata (``failure_mode``), so the step's
 ``rollouts.jsonl`` shows it; a judge call that fails is kept there as its error, and that
@@ -123,9 +124,8 @@ def counted_mode(result: RolloutResult, multi_turn: bool) -> dict[str, str] | No
     reviewer names these less reliably than it counts them)."""
     turns = [m for m in result.messages if m.role == "assistant"]
     replies = [_said(m) for m in turns]
-    if longest_run(replies) >= REPEATS:
-        repeated = next(r for i, r in enumerate(replies) if replies[i:i + REPEATS] ==
-                        [r] * REPEATS)
+    run, repeated = longest_run(replies)
+    if run >= REPEATS:
         return {"mode": "repeated itself", "evidence": _first_line(repeated)}
     if multi_turn and len(turns) == 1 and not turns[0].tool_calls:
         return {"mode": "answered before acting", "evidence": _first_line(replies[0])}
@@ -144,7 +144,7 @@ def episode_facts(result: RolloutResult) -> str:
     calls = sum(len(m.tool_calls or ()) for m in result.messages if m.role == "assistant")
     lines = [f"- The agent sent {len(replies)} "
              f"{'reply' if len(replies) == 1 else 'replies'} and called tools {calls} times."]
-    run = longest_run(replies)
+    run, _ = longest_run(replies)
     if run > 1:
         lines.append(f"- It sent one reply {run} times in a row, unchanged.")
     if replies and not replies[-1].strip():
@@ -159,10 +159,12 @@ def _said(message: Message) -> str:
     return text
 
 
-def longest_run(items: Sequence[str]) -> int:
-    """The length of the longest run of equal neighbours in ``items`` (0 when empty)."""
-    best = run = 0
+def longest_run(items: Sequence[str]) -> tuple[int, str]:
+    """The length of the longest run of equal neighbours in ``items``, and its item (the first
+    such run; ``(0, "")`` when empty)."""
+    best, which, run = 0, "", 0
     for i, item in enumerate(items):
         run = run + 1 if i and item == items[i - 1] else 1
-        best = max(best, run)
-    return best
+        if run > best:
+            best, which = run, item
+    return best, which

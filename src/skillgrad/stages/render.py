@@ -128,8 +128,8 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         note = agent_note(r)
         if note:
             lines.append(note)
-        if judged_line(r):
-            lines.append(judged_line(r))
+        if judgement := judged_line(r):
+            lines.append(judgement)
         kind, relation = compare_reply(r.answer, alternatives)
         if kind:
             lines.append(f"So: its reply {relation}.")
