@@ -3,7 +3,7 @@ and optimizer models and the same target budget for every method; test scores ov
 seeds with paired bootstrap intervals against the initial skill.
 
     python bench/compare.py CONFIG [--set k=v ...] [--seeds 3] [--methods none,initial,...]
-                            [--out runs/compare] [--budget N]
+                            [--out runs/compare] [--budget N | --budget N1,N2,...]
 
 Methods:
   none       no skill (an empty system prompt)
@@ -17,7 +17,8 @@ Methods:
 Budget: one counter sees every target call a method makes before the test (training and
 validation rollouts alike). skillgrad runs at the config's own size (or under --budget N) and
 reports what it used; the default budget of the other methods is what skillgrad used in the
-same seed. GEPA gets max_metric_calls = budget and is stopped cleanly when the counter runs
+same seed. --budget N1,N2,... gives each seed its own (one number per seed), so GEPA can be
+given what a skillgrad run recorded elsewhere used, seed by seed. GEPA gets max_metric_calls = budget and is stopped cleanly when the counter runs
 out mid-iteration (its best fully validated candidate is kept). Test rollouts are not counted:
 every method is scored the same way, by the environment's scorer on the whole test split (or
 evaluation.test_env_num). Skills that do not depend on a seed (none, initial) are scored once
@@ -686,12 +687,14 @@ def _predates(out: Path, resolved: ResolvedConfig, previous: dict[str, Any]) -> 
 
 def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
             methods: Sequence[str] = METHODS, out: Path = Path("runs/compare"),
-            budget: int | None = None, rescore_baselines: bool = False,
+            budget: int | Sequence[int] | None = None, rescore_baselines: bool = False,
             oneshot_examples: int = 4, gepa_minibatch: int = 3, bootstrap_samples: int = 2000,
             reflection: Callable[[Any], str] | None = None,
             console: Console | None = None) -> dict[str, Any]:
-    """Run (or read back) every method and seed and write OUT/compare.json."""
+    """Run (or read back) every method and seed and write OUT/compare.json. ``budget`` is one
+    number for every seed, or one per seed."""
     console = console or Console(width=200)
+    given = seed_budgets(budget, seeds)
     out.mkdir(parents=True, exist_ok=True)
     h = Harness(config, list(overrides), out, oneshot_examples, gepa_minibatch, reflection)
     marker = out / "compare_config.json"
@@ -713,12 +716,12 @@ def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
         ks = [0] if method in BASELINES and not rescore_baselines else range(seeds)
         for k in ks:
             # none, initial and oneshot make no target call before the test
-            limit = budget if method == "skillgrad" else None
+            limit = given[k] if method == "skillgrad" else None
             if method == "gepa":
-                limit = budget if budget is not None else _skillgrad_used(h, runs, k)
+                limit = given[k] if given[k] is not None else _skillgrad_used(h, runs, k)
             result = h.run(method, k, limit)
             if method == "skillgrad":
-                budgets[k] = budget if budget is not None else result["train"]["target_calls"]
+                budgets[k] = given[k] if given[k] is not None else result["train"]["target_calls"]
             runs.setdefault(method, []).append(result)
             used = result["train"]["target_calls"]
             note = " (read back)" if result.get("read_back") else ""
@@ -732,7 +735,7 @@ def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
     summaries = {m: summarise(m, rs, reference if m != "initial" else None, bootstrap_samples)
                  for m, rs in runs.items()}
     title = (f"compare: {config} · {len(h.test_tasks)} test tasks · seeds {seeds} · "
-             f"budget {budget if budget is not None else 'skillgrad run'}")
+             f"budget {_budget_label(budget)}")
     console.print(table(title, summaries))
     for method, rs in runs.items():
         for r in rs:
@@ -744,7 +747,8 @@ def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
                                   f"    {q['reason']}", markup=False, highlight=False)
     report = {
         "config": str(config), "overrides": list(overrides), "fingerprint": fingerprint,
-        "seeds": seeds, "methods": order, "budget": budget,
+        "seeds": seeds, "methods": order,
+        "budget": budget if budget is None or isinstance(budget, int) else list(budget),
         "budget_per_seed": {str(k): v for k, v in budgets.items()},
         "splits": {"train": len(h.train_tasks), "val": len(h.val_tasks),
                    "test": len(h.test_tasks)},
@@ -754,6 +758,35 @@ def compare(config: Path, *, overrides: Sequence[str] = (), seeds: int = 3,
     }
     write_json(out / "compare.json", report)
     return report
+
+
+def seed_budgets(budget: int | Sequence[int] | None, seeds: int) -> list[int | None]:
+    """Each seed's target budget: None (what skillgrad uses), one number for all, or one per
+    seed."""
+    if budget is None or isinstance(budget, int):
+        return [budget] * seeds
+    if len(budget) != seeds:
+        raise SkillgradError(f"--budget gives {len(budget)} numbers for {seeds} seeds: give one "
+                             "number, or one per seed")
+    return list(budget)
+
+
+def _budget_label(budget: int | Sequence[int] | None) -> str:
+    if budget is None:
+        return "skillgrad run"
+    return str(budget) if isinstance(budget, int) else "/".join(map(str, budget))
+
+
+def _parse_budget(text: str) -> int | list[int]:
+    """``--budget``: N, or N1,N2,... (one per seed); every number at least 1."""
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number or a comma-separated list of numbers") from None
+    if any(n < 1 for n in numbers):
+        raise argparse.ArgumentTypeError(f"{text!r}: every budget must be at least 1")
+    return numbers[0] if len(numbers) == 1 else numbers
 
 
 def _skillgrad_used(h: Harness, runs: dict[str, list[dict[str, Any]]], k: int) -> int | None:
@@ -777,9 +810,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated, from {', '.join(METHODS)} (default: all; gepa "
                         "when installed)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
-    parser.add_argument("--budget", type=int, default=None,
-                        help="target calls per method and seed, validation included (default: "
-                        "what the skillgrad run uses)")
+    parser.add_argument("--budget", type=_parse_budget, default=None,
+                        help="target calls per method and seed, validation included: N, or "
+                        "N1,N2,... one per seed (default: what the skillgrad run uses)")
     parser.add_argument("--rescore-baselines", action="store_true",
                         help="score none and initial in every seed (a sampled target)")
     parser.add_argument("--oneshot-examples", type=int, default=4)

@@ -115,6 +115,27 @@ def test_the_budget_stops_skillgrad_and_gepa_at_the_budget(toy_dir: Path) -> Non
         h.run("gepa", 0, 30)
 
 
+def test_each_seed_can_have_its_own_budget(toy_dir: Path, capsys: Any) -> None:
+    import gepa  # noqa: F401  (in the dev extra: the comparison with GEPA is tested, not skipped)
+    cfg = _config(toy_dir)
+    # GEPA alone, given per seed what a skillgrad run recorded elsewhere used.
+    assert compare.main([str(cfg), "--seeds", "2", "--out", str(toy_dir / "out"),
+                         "--methods", "initial,gepa", "--budget", "12,18"]) == 0
+    report = json.loads((toy_dir / "out" / "compare.json").read_text())
+    assert [r["budget"] for r in report["runs"]["gepa"]] == [12, 18]
+    assert all(r["train"]["target_calls"] <= r["budget"] for r in report["runs"]["gepa"])
+    assert report["budget"] == [12, 18] and "budget 12/18" in capsys.readouterr().out
+    # One number per seed or one for all: anything else is one line and a non-zero exit.
+    assert compare.main([str(cfg), "--seeds", "3", "--out", str(toy_dir / "other"),
+                         "--methods", "initial,gepa", "--budget", "12,18"]) == 1
+    assert "--budget gives 2 numbers for 3 seeds" in capsys.readouterr().err
+    for bad in ("12,x", "0"):
+        with pytest.raises(SystemExit) as exc:
+            compare.main([str(cfg), "--out", str(toy_dir / "other"), "--budget", bad])
+        assert exc.value.code == 2
+        assert "--budget" in capsys.readouterr().err
+
+
 def test_gepa_within_its_budget_improves_the_skill(toy_dir: Path) -> None:
     import gepa  # noqa: F401  (in the dev extra: the comparison with GEPA is tested, not skipped)
     h = compare.Harness(_config(toy_dir), [], toy_dir / "out", reflection=reflect)

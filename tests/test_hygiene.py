@@ -122,7 +122,8 @@ def test_a_word_of_evaluation_the_agent_never_sees_is_an_echo() -> None:
     assert [(part, q.kind) for part, q in kept.removed] == [("gold", "feedback")]
     # a word the agent does see is its own to use
     seen = [_result("t9", "The gold medal went to Oslo.", "Who won the gold?", "wrong")]
-    assert find_quote("Name who won the gold medal.", Evidence.of(results + seen)) is None
+    assert find_quote("If a question names a medal, say who won the gold.",
+                      Evidence.of(results + seen)) is None
 
 
 def test_a_gold_answer_is_an_instance_fact_however_it_is_written() -> None:
@@ -333,6 +334,45 @@ def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
                       Evidence(), said) is None  # the skill's own words never count
     assert find_quote("Compare your reply with the answer key the task gives, twice.",
                       Evidence()) is not None
+
+
+def _kinds() -> Evidence:
+    """A quickstart-like batch: six short questions of six kinds, one of them a date."""
+    asked = {"k1": ("Selby's lynx is teal.", "What colour is the lynx on the logo?"),
+             "k2": ("The Ambrel flows past Falwell.", "Which river flows past Falwell?"),
+             "k3": ("Wynwick runs 3 workshops.", "How many workshops does Wynwick run?"),
+             "k4": ("It moved in 1914.", "In which year did the company move?"),
+             "k5": ("The bridge opened on 4 May 1921.", "On what date did the bridge open?"),
+             "k6": ("Ilse Fenthorpe founded it.", "Who founded the company?")}
+    return Evidence.of([_result(i, c, q, "wrong") for i, (c, q) in asked.items()])
+
+
+def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
+    # Accepted by the quickstart on the 1.5B model, from the one date question of its batch:
+    # the agent obeyed it on every question.
+    ev = _kinds()
+    quote = find_quote("- Reply with just the date, without any additional information.", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == ("narrow", "date",
+                                                                             "k5")
+    assert quote.reason() == ("makes a word only the question of training item 'k5' asks about "
+                              "a rule for every task (say when it applies): 'date'")
+    for rule in ("- If the question asks for a date, reply with just the date.",
+                 "- When a date is asked for, write it as the passage does.",
+                 "- Dates: reply with the day, month and year only.",
+                 "- For a date, reply with the day, month and year only.",
+                 "- Reply with the answer only.",
+                 "- Reply with the shortest phrase from the passage that answers the question.",
+                 "- Leave out any words the question already says."):
+        assert find_quote(rule, ev) is None, rule
+    assert find_quote("- Reply with just the date for every question.", ev) is not None
+    # A word the skill already holds is its own; and a kind that half the questions ask about
+    # is no one question's.
+    assert find_quote("- Reply with just the date.", ev, "# Skill\n\n- Write a date as "
+                      "4 May 1921.\n") is None
+    dates = Evidence.of([_result(f"d{i}", "It opened on 4 May 1921.", "On what date did it "
+                                 "open?", "wrong") for i in range(3)]
+                        + [_result("c1", "It is teal.", "What colour is it?", "wrong")])
+    assert find_quote("- Reply with just the date.", dates) is None
 
 
 # ----------------------------------------------------------------------------- in training

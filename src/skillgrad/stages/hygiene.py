@@ -8,6 +8,10 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   the agent's reply to one task holds (a phrase it built from that item's specifics), or two
   of one task's own names and numbers (capitalised words and numbers of two digits or more
   that one task group holds, or few), however they are worded around;
+* **makes one task's question a rule for all**: a word that only the question of one task
+  (or of fewer than half of them) asks about, in a rule with no condition ("Reply with just the
+  date" in a batch where one question asks for a date); the same rule that says when it
+  applies ("If the question asks for a date, ...") is kept;
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
   (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
   "F1", "scoring") that the feedback uses and the agent never sees;
@@ -77,7 +81,7 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
-               "instructions", "refused", "unseen", "analysis", "group", "about"]
+               "instructions", "refused", "unseen", "analysis", "group", "about", "narrow"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -178,6 +182,8 @@ class Quote:
             "unseen": "speaks of what the agent never sees",
             "analysis": "echoes skillgrad's failure analysis",
             "about": "speaks about the agent instead of to it",
+            "narrow": f"makes a word only the question of training item{where} asks about a "
+                      "rule for every task (say when it applies)",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
 
@@ -187,7 +193,9 @@ class Evidence:
     """What the optimizer was shown: each task's input words (its system message, its
     requests and tool results), gold answers, the agent's reply
     words, failure reasons; ``groups``, the group of each task that has one (tasks about one
-    document, entity or room); ``instructions``, the words of the optimizer's own prompts."""
+    document, entity or room); ``instructions``, the words of the optimizer's own prompts;
+    ``questions``, the words of each task's questions (the sentences of its requests that end
+    in a question mark)."""
 
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -197,6 +205,7 @@ class Evidence:
     names: Mapping[str, frozenset[str]] = field(default_factory=dict)
     groups: Mapping[str, str] = field(default_factory=dict)
     instructions: tuple[tuple[str, ...], ...] = ()
+    questions: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -213,6 +222,7 @@ class Evidence:
         replies: dict[str, tuple[str, ...]] = {}
         names: dict[str, frozenset[str]] = {}
         groups: dict[str, str] = {}
+        questions: dict[str, frozenset[str]] = {}
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -221,6 +231,9 @@ class Evidence:
             shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
             names[r.task_id] = frozenset(_names(shown))
+            questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
+                                             for q in _QUESTION.findall(m.text())
+                                             for w in words(q))
             replies[r.task_id] = tuple(words(" \n ".join(
                 m.text() for m in r.messages if m.role == "assistant")))
             if r.reason:
@@ -233,13 +246,23 @@ class Evidence:
         if instructions is None:
             instructions = prompts.fixed_texts()
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
-                   replies, names, groups, tuple(tuple(words(t)) for t in instructions))
+                   replies, names, groups, tuple(tuple(words(t)) for t in instructions),
+                   questions)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
                     or self.instructions)
 
 
+# A question: a sentence (or line) that ends in a question mark.
+_QUESTION = re.compile(r"[^.?!\n]*\?")
+# A rule that says when it applies: a condition anywhere in it, a label before a colon
+# ("Dates: ...", "Rule year: ..."), or "for" before the kind it names ("For a date, ...").
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
+_LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):")
+_FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
+# The words every question is asked with.
+_ASKING = frozenset("what which who whom whose when where why how".split())
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
 _STARTS = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)([A-Z][a-z]+)")
 
@@ -292,9 +315,10 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _group_quote(mine, own, evidence) or _names_quote(mine, own, evidence) or _reply_quote(mine, own, evidence)
-            or _feedback_quote(mine, own, evidence) or _refused_quote(mine, own, evidence)
-            or _instructions_quote(mine, own, evidence))
+            or _group_quote(mine, own, evidence) or _names_quote(mine, own, evidence)
+            or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
+            or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
+            or _narrow_quote(text, mine, own, evidence))
 
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -420,6 +444,33 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
         if len(ids) >= 2 and marks:  # a word only these tasks' inputs have
             return Quote("group", " ".join(run), ids[0])
     return None
+
+
+def _narrow_quote(text: str, mine: list[str], own: list[str],
+                  evidence: Evidence) -> Quote | None:
+    """A rule with no condition that holds a word only the questions of fewer than half of the
+    step's tasks ask about, and no other task's input has: what one kind of question asks for,
+    made a rule for every task. "Reply with just the date, without any additional information"
+    was written from one date question among questions about a colour, a river, a count and a
+    year; the agent obeys it on every question. "If the question asks for a date, ..." says
+    when it applies and is kept, and so is a word the skill already holds."""
+    n_tasks = len(evidence.inputs)
+    if (n_tasks < 3 or not evidence.questions or _CONDITION.search(text)
+            or _LABEL.match(text)):
+        return None
+    counts = _task_counts(evidence.inputs.values())
+    own_words = set(own)
+    narrow: list[tuple[str, str]] = []
+    for w in dict.fromkeys(mine):
+        if w in _STOP or w in _ASKING or w in own_words or w.isdigit() or len(w) <= 2:
+            continue
+        asking = [i for i, q in evidence.questions.items() if w in q]
+        if asking and len(asking) < SCAFFOLD_SHARE * n_tasks and counts.get(w, 0) == len(asking):
+            narrow.append((w, asking[0]))
+    kinds = {w for found in _FOR.findall(text) for w in words(found)}
+    if not narrow or any(w in kinds for w, _ in narrow):  # "For a date, ..." says when
+        return None
+    return Quote("narrow", *narrow[0])
 
 
 def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
