@@ -23,6 +23,7 @@ from skillgrad.stages.render import (
     render_setting,
 )
 from skillgrad.stages.replies import RulesReply, rule_edit, split_rules
+from skillgrad.testing import scripted_optimizer
 from skillgrad.trainer import build_trainer
 
 
@@ -535,6 +536,106 @@ def test_a_shorter_skill_that_ties_goes_to_the_gate_when_asked() -> None:
                     shorter_on_tie=True)
     assert looked.chosen == 1 and "(1 instruction deleted)" in looked.reason
     assert screen([rule], skill, baseline, batch, run, value, shorter_on_tie=True).chosen is None
+
+
+def test_a_rule_that_rides_along_is_left_out_before_the_gate() -> None:
+    """An analyst's reply holds one rule that earns the score and one that does nothing (seen
+    with the 1.5B optimizer on the quickstart: "Remove any extra words from the reply." beside
+    "Ensure the reply follows the correct structure of a sentence."). The rule that works
+    stays; the rider is reported, skipped, with the stage that left it out."""
+    from skillgrad.records import Edit, Selection
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import ablations, without_riders
+    from skillgrad.stages.update import apply_edits
+
+    skill = "# Skill\n\nAnswer the question.\n"
+    works, rider, other = ("- Remove any extra words from the reply.",
+                           "- Ensure the reply follows the structure of a sentence.",
+                           "- Give numbers in digits.")
+    tasks = [Task(id=f"t{i}", prompt="q", reference=["a"]) for i in range(4)]
+    rolled: list[str] = []
+
+    def proposal(*lines: str) -> Proposal:
+        edits = tuple(Edit(op="append", content=line) for line in lines)
+        candidate, report = apply_edits(skill, list(edits))
+        return Proposal(candidate=candidate, items=edits, report=report, n_proposed=len(edits),
+                        n_applied=len(edits), selection=Selection(budget=3, ranked=edits,
+                                                                  kept=edits))
+
+    def run(doc: str, ts: Any) -> list[RolloutResult]:
+        rolled.append(doc)
+        right = 2 * (works in doc) + (other in doc)  # of the four tasks
+        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
+                              soft=0.0) for i, t in enumerate(ts)]
+
+    def value(rs: Any) -> float:
+        return sum(r.hard for r in rs) / len(rs)
+
+    full = proposal(works, rider, other)
+    lean, left = without_riders(full, skill, 0.75, tasks, run, value)
+    assert lean.candidate == apply_edits(skill, [Edit(op="append", content=works),
+                                                 Edit(op="append", content=other)])[0]
+    assert len(left) == 1 and left[0].startswith(repr(rider))
+    assert "the other 2 scored 0.750 without it on the step's 4 training tasks, 0.750 with it" \
+        in left[0]
+    outcomes = lean.report.outcomes if lean.report else ()
+    assert [o.status for o in outcomes] == ["applied", "skipped", "applied"]
+    assert outcomes[1].reason is not None and outcomes[1].reason.startswith(
+        "left out at the screen: ")
+    assert (lean.n_applied, lean.n_skipped) == (2, 1)
+    assert len(rolled) == 3 + 2  # each of three left out, then each of the two left
+    # Rules that each earn part of the score all stay; so does a lone rule.
+    both = proposal(works, other)
+    assert without_riders(both, skill, 0.75, tasks, run, value) == (both, [])
+    alone = proposal(works)
+    assert without_riders(alone, skill, 0.5, tasks, run, value) == (alone, [])
+    # Deletions are not taken apart: leaving one out would bring its line back.
+    longer = skill + "\n- Be brief.\n\n- Be kind.\n"
+    (whole,) = [p for p in ablations(longer, 0, whole=True)]
+    assert without_riders(whole, longer, 0.0, tasks, run, value) == (whole, [])
+
+
+def _riders(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
+    """Proposes the rule that works beside one that changes nothing the toy agent does."""
+    if toy.rule("year") in skill or "year" not in tasks:
+        return {"reasoning": "done", "edits": []}
+    return {"reasoning": "years", "edits": [
+        {"op": "append", "content": toy.rule("year"), "support": 2},
+        {"op": "append", "content": "Keep a calm tone.", "support": 1}]}
+
+
+riders_optimizer = scripted_optimizer(_riders)
+
+
+def test_the_trainer_drops_a_rider_and_show_names_the_screen(toy_dir: Path) -> None:
+    from e2e import cli
+
+    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
+                     gradient={"proposals": 2, "drop_riders": True},
+                     optimizer={"learning_rate": 2, "min_learning_rate": 2})
+    data = yaml.safe_load(cfg.read_text())
+    data["model"]["optimizer"] = {"backend": "scripted",
+                                  "function": "test_proposals:riders_optimizer"}
+    cfg.write_text(yaml.safe_dump(data))
+    out = toy_dir / "run"
+    build_trainer(load_config(cfg), out).fit()
+    best = (out / "best_skill.md").read_text()
+    assert toy.rule("year") in best and "calm tone" not in best
+    step = out / "steps" / "e01-s001"
+    report = json.loads((step / "apply_report.json").read_text())["outcomes"]
+    assert [(o["edit"]["content"], o["status"]) for o in report] == [
+        (toy.rule("year"), "applied"), ("Keep a calm tone.", "skipped")]
+    shown = cli("show", str(out)).stdout
+    assert "left out 'Keep a calm tone.'" in " ".join(shown.split())
+    assert "left out at the screen" in " ".join(shown.split())
+    # Off (the default), the rider goes to the gate with the rule.
+    cfg2 = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
+                      gradient={"proposals": 2},
+                      optimizer={"learning_rate": 2, "min_learning_rate": 2})
+    cfg2.write_text(cfg2.read_text().replace("toy:optimizer",
+                                             "test_proposals:riders_optimizer"))
+    build_trainer(load_config(cfg2), toy_dir / "off").fit()
+    assert "calm tone" in (toy_dir / "off" / "best_skill.md").read_text()
 
 
 def test_the_second_look_draws_other_training_tasks(toy_dir: Path) -> None:

@@ -92,6 +92,11 @@ class GradientSection(Section):
         "shortest one that only deletes (a line or skill ablation) and tied it, on the second "
         "look too, goes to the gate: at equal training scores the shorter skill is tried, and "
         "the selection split decides")
+    drop_riders: bool = Field(
+        False, description="when the screen chooses a candidate that adds two rules or more, "
+        "each is left out in turn on the step's tasks, and one the others score as well "
+        "without is dropped before the gate, and reported (at most one rollout of the step's "
+        "tasks per rule and round)")
     failure_judge: bool = Field(
         False, description="before reflection, the optimizer reviews each failed episode "
         "without its expected result or score and names how it went wrong (it repeated "

@@ -79,7 +79,10 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
     plan.add("target", "rollout", batch * plan.steps, prompt("train"), reply)
     candidates = g.proposals + g.line_ablations + int(g.skill_ablation)
     if candidates > 1:
-        plan.add("target", "screen", batch * candidates * plan.steps, prompt("train"), reply)
+        # with drop_riders, at most: each added rule left out in turn, one fewer each round
+        riders = o.learning_rate * (o.learning_rate + 1) // 2 - 1 if g.drop_riders else 0
+        plan.add("target", "screen", batch * (candidates + riders) * plan.steps,
+                 prompt("train"), reply)
     analysts = math.ceil(batch / g.minibatch_size) * (1 if g.failure_only else 2)
     shown = min(g.max_trajectory_chars // 4, reply + prompt("train")) * g.minibatch_size
     if g.failure_judge:  # at most one review per rollout, of the failed ones

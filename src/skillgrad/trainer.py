@@ -60,7 +60,7 @@ from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import references_read, rollout, score, skill_loads
-from skillgrad.stages.screen import ablations, screen
+from skillgrad.stages.screen import Screening, ablations, screen, without_riders
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
     BatchOrder,
@@ -307,13 +307,8 @@ class Trainer:
                                              self.cfg.gradient.skill_ablation)]
         screened_out, chosen = None, 0
         if len(made) > 1:
-            screening = self._stage("screen", None, lambda: screen(
-                [m[1] for m in made], skill, results, tasks,
-                lambda doc, ts: rollout(self.env, ts, doc, self._target("screen"),
-                                        workers=self.cfg.execution.rollout_workers),
-                lambda rs: self.gate_rule.value(score(rs, "screen", "")),
-                self._rejected_hashes(), self._extra_tasks(tasks),
-                self.cfg.gradient.tie_break, self.cfg.gradient.shorter_on_tie))
+            screening = self._stage("screen", None, lambda: self._screen(
+                made, skill, results, tasks))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason
@@ -445,6 +440,33 @@ class Trainer:
         return self._stage("reflect", None, reflect, out, skill, self._optimizer("reflect"),
                            reflecting, rng, self._rejected(), self._evidence(out),
                            self._train_by_id)
+
+    def _screen(self, made: list[tuple[list[Patch], Proposal]], skill: str,
+                results: list[RolloutResult], tasks: list[Task]) -> Screening:
+        """The step's candidates screened on its training tasks; with
+        ``gradient.drop_riders``, the chosen one without the edits that add nothing there
+        (``made`` holds the leaner proposal then, and its row says what was left out)."""
+        g = self.cfg.gradient
+
+        def run(doc: str, ts: Sequence[Task]) -> list[RolloutResult]:
+            return rollout(self.env, ts, doc, self._target("screen"),
+                           workers=self.cfg.execution.rollout_workers)
+
+        def value(rs: Sequence[RolloutResult]) -> float:
+            return self.gate_rule.value(score(rs, "screen", ""))
+
+        rejected = self._rejected_hashes()
+        screening = screen([m[1] for m in made], skill, results, tasks, run, value, rejected,
+                           self._extra_tasks(tasks), g.tie_break, g.shorter_on_tie)
+        i = screening.chosen
+        if g.drop_riders and i is not None and "score" in screening.rows[i]:
+            patches, proposal = made[i]
+            lean, left = without_riders(proposal, skill, screening.rows[i]["score"], tasks,
+                                        run, value, rejected)
+            if left:
+                made[i] = (patches, lean)
+                screening.rows[i]["reason"] = "left out " + "; ".join(left)
+        return screening
 
     def _propose(self, skill: str, patches: list[Patch], budget: int,
                  results: list[RolloutResult]) -> Proposal:

@@ -10,11 +10,19 @@ choosing among several does not bias the gate's estimate.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skillgrad.package import is_package
-from skillgrad.records import Edit, RolloutResult, Selection, Suggestion, Task
+from skillgrad.records import (
+    ApplyReport,
+    Edit,
+    EditOutcome,
+    RolloutResult,
+    Selection,
+    Suggestion,
+    Task,
+)
 from skillgrad.skill import body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import Proposal
 from skillgrad.stages.update import apply_edits
@@ -159,6 +167,72 @@ def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
     reason = (f"{screening.reason}; proposal {i} of {len(proposals)} tied it and is shorter "
               f"({gone}): the gate decides")
     return Screening(i, reason, screening.current, rows)
+
+
+# The edits that only add text: a rule that adds nothing can be left out without changing
+# what the others do (a deletion or replacement left out would bring old text back).
+_ADDING = frozenset({"append", "insert_after"})
+
+
+def without_riders(
+    proposal: Proposal, skill: str, score: float, tasks: Sequence[Task],
+    run: Callable[[str, Sequence[Task]], list[RolloutResult]],
+    value: Callable[[Sequence[RolloutResult]], float],
+    rejected: Mapping[str, int] | None = None,
+) -> tuple[Proposal, list[str]]:
+    """The chosen ``proposal`` (which scored ``score`` on the step's ``tasks``) without the
+    edits that ride along: while it applies two edits or more, each is left out in turn and
+    the candidate rolled out on the same tasks; the one whose absence scores as well (the
+    latest, among equals) is dropped, and the rest is looked at again. An analyst's reply that
+    holds one rule that works and one that does nothing ("Remove any extra words from the
+    reply." beside "Ensure the reply follows the correct structure of a sentence.") is
+    screened as one candidate; this keeps the rule that earned the score. Each dropped edit
+    stays in the report, skipped, with why; the second value lists what was left out. Only
+    edits applied exactly that only add text (appended or inserted rules), with nothing added
+    after them (reminders, a description), are taken apart; otherwise the proposal comes back
+    as it was."""
+    report = proposal.report
+    if (report is None or proposal.reminders or proposal.documents or proposal.trigger
+            or proposal.description is not None):
+        return proposal, []
+    applied = [o for o in report.outcomes if o.status in ("applied", "applied_fuzzy")]
+    if (len(applied) < 2 or any(o.status != "applied" or o.edit.op not in _ADDING
+                                for o in applied)
+            or apply_edits(skill, [o.edit for o in applied])[0] != proposal.candidate):
+        return proposal, []
+    kept, dropped, note = list(applied), list[EditOutcome](), list[str]()
+    while len(kept) >= 2:
+        best: tuple[float, int, str] | None = None
+        for j in range(len(kept)):
+            candidate, _ = apply_edits(skill, [o.edit for k, o in enumerate(kept) if k != j])
+            if candidate == skill or (rejected and skill_hash(candidate) in rejected):
+                continue
+            without = value(run(candidate, tasks))
+            if without >= score and (best is None or without >= best[0]):
+                best = (without, j, candidate)
+        if best is None:
+            break
+        without, j, candidate = best
+        rider = kept.pop(j)
+        why = (f"left out at the screen: the other {len(kept)} scored {without:.3f} without "
+               f"it on the step's {len(tasks)} training tasks, {score:.3f} with it")
+        dropped.append(rider.model_copy(update={"status": "skipped", "reason": why}))
+        note.append(f"{_shown(rider.edit)!r} ({why.removeprefix('left out at the screen: ')})")
+        proposal, score = replace(proposal, candidate=candidate), without
+    if not dropped:
+        return proposal, []
+    by_index = {d.index: d for d in dropped}
+    lean = ApplyReport(outcomes=tuple(by_index.get(o.index, o) for o in report.outcomes))
+    gone = [d.edit for d in dropped]
+    selection = proposal.selection
+    if selection is not None:
+        selection = selection.model_copy(update={"kept": tuple(
+            e for e in selection.kept if e not in gone)})
+    artifacts = tuple((kind, lean if kind == "apply_report" else data)
+                      for kind, data in proposal.artifacts)
+    return replace(proposal, report=lean, selection=selection, artifacts=artifacts,
+                   n_applied=proposal.n_applied - len(dropped),
+                   n_skipped=proposal.n_skipped + len(dropped)), note
 
 
 def _shown(item: Edit | Suggestion) -> str:
