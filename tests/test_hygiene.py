@@ -338,13 +338,16 @@ def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
 
 def _kinds() -> Evidence:
     """A quickstart-like batch: six short questions of six kinds, one of them a date."""
-    asked = {"k1": ("Selby's lynx is teal.", "What colour is the lynx on the logo?"),
-             "k2": ("The Ambrel flows past Falwell.", "Which river flows past Falwell?"),
-             "k3": ("Wynwick runs 3 workshops.", "How many workshops does Wynwick run?"),
-             "k4": ("It moved in 1914.", "In which year did the company move?"),
-             "k5": ("The bridge opened on 4 May 1921.", "On what date did the bridge open?"),
-             "k6": ("Ilse Fenthorpe founded it.", "Who founded the company?")}
-    return Evidence.of([_result(i, c, q, "wrong") for i, (c, q) in asked.items()])
+    asked = {"k1": ("Selby's lynx is teal.", "What colour is the lynx on the logo?", "teal"),
+             "k2": ("The Ambrel flows past Falwell.", "Which river flows past Falwell?",
+                    "Ambrel"),
+             "k3": ("Wynwick runs 3 workshops.", "How many workshops does Wynwick run?", "3"),
+             "k4": ("It moved in 1914.", "In which year did the company move?", "1914"),
+             "k5": ("The bridge opened on 4 May 1921.", "On what date did the bridge open?",
+                    "4 May 1921"),
+             "k6": ("Ilse Fenthorpe founded it.", "Who founded the company?", "Ilse Fenthorpe")}
+    return Evidence.of([_result(i, c, q, "wrong") for i, (c, q, _) in asked.items()],
+                       {i: Task(id=i, prompt=q, reference=[a]) for i, (_, q, a) in asked.items()})
 
 
 def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
@@ -373,6 +376,18 @@ def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
                                  "open?", "wrong") for i in range(3)]
                         + [_result("c1", "It is teal.", "What colour is it?", "wrong")])
     assert find_quote("- Reply with just the date.", dates) is None
+    # A word of one question that names what every answer is: math's one question that says
+    # "number", where every answer is a number; and words that name nothing ("Before you
+    # answer, make sure to read ...", where one question says "before" and one "read").
+    sums = {"m1": ("Tom has 3 apples and buys 4 more. What number of apples does he have?", "7"),
+            "m2": ("A box holds 12 eggs. How many eggs are in 5 boxes?", "60"),
+            "m3": ("Ann reads 9 pages a day. How many pages before day 4 ends?", "36"),
+            "m4": ("A bus seats 40. How many seats are in 3 buses?", "120")}
+    ev = Evidence.of([_result(i, "", q, "wrong") for i, (q, _) in sums.items()],
+                     {i: Task(id=i, prompt=q, reference=[a]) for i, (q, a) in sums.items()})
+    for rule in ("- Give the number alone, without units.",
+                 "- Before you answer, make sure to read the question twice."):
+        assert find_quote(rule, ev) is None, rule
 
 
 # ----------------------------------------------------------------------------- in training

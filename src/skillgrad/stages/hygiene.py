@@ -195,7 +195,8 @@ class Evidence:
     words, failure reasons; ``groups``, the group of each task that has one (tasks about one
     document, entity or room); ``instructions``, the words of the optimizer's own prompts;
     ``questions``, the words of each task's questions (the sentences of its requests that end
-    in a question mark)."""
+    in a question mark); ``shapes``, the shapes of each task's gold answers
+    (:func:`answer_shape`)."""
 
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -206,6 +207,7 @@ class Evidence:
     groups: Mapping[str, str] = field(default_factory=dict)
     instructions: tuple[tuple[str, ...], ...] = ()
     questions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    shapes: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -223,6 +225,7 @@ class Evidence:
         names: dict[str, frozenset[str]] = {}
         groups: dict[str, str] = {}
         questions: dict[str, frozenset[str]] = {}
+        shapes: dict[str, frozenset[str]] = {}
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -241,13 +244,14 @@ class Evidence:
             task = (tasks or {}).get(r.task_id)
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
+                shapes[r.task_id] = frozenset(answer_shape(a) for a in _strings(task.reference))
                 if task.group is not None:
                     groups[r.task_id] = task.group
         if instructions is None:
             instructions = prompts.fixed_texts()
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions)
+                   questions, shapes)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -261,6 +265,10 @@ _QUESTION = re.compile(r"[^.?!\n]*\?")
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):")
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
+# A thing a rule names: the word after an article or possessive, or after one word more
+# ("just the date", "the full date", "your final answer").
+_NAMED = re.compile(r"\b(?:the|a|an|its|their|your|each|every)\s+((?:[a-z]+\s+)?[a-z]+)",
+                    re.I)
 # The words every question is asked with.
 _ASKING = frozenset("what which who whom whose when where why how".split())
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
@@ -448,29 +456,55 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
 
 def _narrow_quote(text: str, mine: list[str], own: list[str],
                   evidence: Evidence) -> Quote | None:
-    """A rule with no condition that holds a word only the questions of fewer than half of the
-    step's tasks ask about, and no other task's input has: what one kind of question asks for,
-    made a rule for every task. "Reply with just the date, without any additional information"
-    was written from one date question among questions about a colour, a river, a count and a
-    year; the agent obeys it on every question. "If the question asks for a date, ..." says
-    when it applies and is kept, and so is a word the skill already holds."""
+    """A rule with no condition that names (after "the", "a", ...) a thing only the questions
+    of fewer than half of the step's tasks ask about, which no other task's input has, where
+    the answers of those tasks are of a shape fewer than half of the step's answers share: one
+    kind of question's answer made a rule for every task. "Reply with just the date, without
+    any additional information" was written from one date question (its answer "4 May 1921")
+    among questions about a colour, a river, a count and a year; the agent obeys it on every
+    question. "Give the number alone" from the one math question that says "number" names
+    what every answer of the batch is, and passes. So does the rule that says when it applies
+    ("If the question asks for a date, ..."), and a word the skill already holds."""
     n_tasks = len(evidence.inputs)
     if (n_tasks < 3 or not evidence.questions or _CONDITION.search(text)
             or _LABEL.match(text)):
         return None
     counts = _task_counts(evidence.inputs.values())
+    named = {w for found in _NAMED.findall(text) for w in words(found)}
     own_words = set(own)
     narrow: list[tuple[str, str]] = []
     for w in dict.fromkeys(mine):
-        if w in _STOP or w in _ASKING or w in own_words or w.isdigit() or len(w) <= 2:
+        if (w not in named or w in _STOP or w in _ASKING or w in own_words or w.isdigit()
+                or len(w) <= 2):
             continue
         asking = [i for i, q in evidence.questions.items() if w in q]
-        if asking and len(asking) < SCAFFOLD_SHARE * n_tasks and counts.get(w, 0) == len(asking):
+        if (asking and len(asking) < SCAFFOLD_SHARE * n_tasks
+                and counts.get(w, 0) == len(asking) and _rare_shape(asking, evidence)):
             narrow.append((w, asking[0]))
     kinds = {w for found in _FOR.findall(text) for w in words(found)}
     if not narrow or any(w in kinds for w, _ in narrow):  # "For a date, ..." says when
         return None
     return Quote("narrow", *narrow[0])
+
+
+def _rare_shape(asking: Sequence[str], evidence: Evidence) -> bool:
+    """Whether the answers of the ``asking`` tasks have a shape (digits, capitalised or other
+    words, in order) that fewer than half of the tasks with answers share; True when no answer
+    is known."""
+    shaped = {i: s for i, s in evidence.shapes.items() if s}
+    if not shaped:
+        return True
+    theirs = set().union(*(shaped.get(i, frozenset()) for i in asking))
+    sharing = sum(1 for s in shaped.values() if s & theirs)
+    return sharing < SCAFFOLD_SHARE * len(shaped)
+
+
+def answer_shape(answer: str) -> str:
+    """A gold answer's shape: per word, ``9`` for a number, ``A`` for a capitalised word, ``a``
+    for another, runs of one collapsed ("4 May 1921" is ``9A9``, "Ilse Fenthorpe" ``A``)."""
+    marks = ["9" if any(c.isdigit() for c in w) else "A" if w[:1].isupper() else "a"
+             for w in re.findall(r"[^\W_]+(?:[.,:/'-][^\W_]+)*", answer)]
+    return "".join(m for k, m in enumerate(marks) if k == 0 or m != marks[k - 1])
 
 
 def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
