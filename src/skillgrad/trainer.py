@@ -459,7 +459,10 @@ class Trainer:
         screening = screen([m[1] for m in made], skill, results, tasks, run, value, rejected,
                            self._extra_tasks(tasks), g.tie_break, g.shorter_on_tie)
         i = screening.chosen
-        if g.drop_riders and i is not None and "score" in screening.rows[i]:
+        # Only a candidate ahead on the step's tasks: one chosen by a second look won on
+        # other tasks, where its rules were not each looked at.
+        if (g.drop_riders and i is not None and "score" in screening.rows[i]
+                and screening.rows[i]["score"] > screening.current):
             patches, proposal = made[i]
             lean, left = without_riders(proposal, skill, screening.rows[i]["score"], tasks,
                                         run, value, rejected)
