@@ -362,6 +362,8 @@ def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
     for rule in ("- If the question asks for a date, reply with just the date.",
                  "- When a date is asked for, write it as the passage does.",
                  "- Dates: reply with the day, month and year only.",
+                 "- Write a date as the passage writes it.",
+                 "- Write a year as its four digits alone (1903, not 'in 1903').",
                  "- For a date, reply with the day, month and year only.",
                  "- Reply with the answer only.",
                  "- Reply with the shortest phrase from the passage that answers the question.",

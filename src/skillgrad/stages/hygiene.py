@@ -265,10 +265,10 @@ _QUESTION = re.compile(r"[^.?!\n]*\?")
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):")
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
-# A thing a rule names: the word after an article or possessive, or after one word more
-# ("just the date", "the full date", "your final answer").
-_NAMED = re.compile(r"\b(?:the|a|an|its|their|your|each|every)\s+((?:[a-z]+\s+)?[a-z]+)",
-                    re.I)
+# A thing a rule presumes every task has: the word after "the" or a possessive, or after one
+# word more ("just the date", "the full date", "your final answer"). "a year", "each date" are
+# whatever such thing a task holds: "Write a year as its four digits" applies where one is.
+_NAMED = re.compile(r"\b(?:the|its|their|your)\s+((?:[a-z]+\s+)?[a-z]+)", re.I)
 # The words every question is asked with.
 _ASKING = frozenset("what which who whom whose when where why how".split())
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
@@ -456,7 +456,7 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
 
 def _narrow_quote(text: str, mine: list[str], own: list[str],
                   evidence: Evidence) -> Quote | None:
-    """A rule with no condition that names (after "the", "a", ...) a thing only the questions
+    """A rule with no condition that names (after "the", "your", ...) a thing only the questions
     of fewer than half of the step's tasks ask about, which no other task's input has, where
     the answers of those tasks are of a shape fewer than half of the step's answers share: one
     kind of question's answer made a rule for every task. "Reply with just the date, without
