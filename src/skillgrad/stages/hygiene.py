@@ -8,10 +8,11 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   the agent's reply to one task holds (a phrase it built from that item's specifics), or two
   of one task's own names and numbers (capitalised words and numbers of two digits or more
   that one task group holds, or few), however they are worded around;
-* **makes one task's question a rule for all**: a word that only the question of one task
-  (or of fewer than half of them) asks about, in a rule with no condition ("Reply with just the
-  date" in a batch where one question asks for a date); the same rule that says when it
-  applies ("If the question asks for a date, ...") is kept;
+* **makes one task's question a rule for all**: a thing a rule with no condition presumes
+  every task has ("the date") that only the question of one task (or of fewer than half of
+  them) asks about, where those tasks' answers are of a shape few of the batch's share ("Reply
+  with just the date" in a batch where one question asks for a date); the same rule that says
+  when it applies ("If the question asks for a date, ...") is kept;
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
   (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
   "F1", "scoring") that the feedback uses and the agent never sees;
