@@ -12,8 +12,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy  # noqa: E402
 
 
-def toy_config(folder: Path, **sections: dict[str, Any]) -> Path:
-    """Write a config for the toy task family into ``folder`` and return its path."""
+def toy_config(folder: Path, optimizer_function: str | None = None,
+               **sections: dict[str, Any]) -> Path:
+    """Write a config for the toy task family into ``folder`` and return its path (with
+    ``optimizer_function``, ``module:name``, as the scripted optimizer instead of the toy's)."""
     toy.write_data(folder)
     cfg: dict[str, Any] = {
         "model": {
@@ -29,6 +31,8 @@ def toy_config(folder: Path, **sections: dict[str, Any]) -> Path:
         # gate; the honest default has tests of its own.
         "evaluation": {"gate_test": "strict"},
     }
+    if optimizer_function is not None:
+        cfg["model"]["optimizer"] = {"backend": "scripted", "function": optimizer_function}
     for name, values in sections.items():
         cfg.setdefault(name, {}).update(values)
     path = folder / "config.yaml"

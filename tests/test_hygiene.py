@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import toy
-import yaml
 from conftest import toy_config
 
 from skillgrad.config import load_config
@@ -428,11 +427,8 @@ noop_optimizer = scripted_optimizer(_noop)
 
 
 def _config(folder: Path, optimizer: str) -> Path:
-    path = toy_config(folder, train={"num_epochs": 1, "steps_per_epoch": 2})
-    data = yaml.safe_load(path.read_text())
-    data["model"]["optimizer"] = {"backend": "scripted", "function": f"test_hygiene:{optimizer}"}
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return toy_config(folder, f"test_hygiene:{optimizer}",
+                      train={"num_epochs": 1, "steps_per_epoch": 2})
 
 
 def test_leaking_edits_are_refused_before_rollout_and_the_clean_one_is_learned(

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from e2e import cli
 
 from skillgrad.models.messages import ChatRequest
@@ -174,13 +173,10 @@ def test_the_stage_that_lost_an_edit_is_named_in_the_step_line_and_show(
         toy_dir: Path) -> None:
     from conftest import toy_config
 
-    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
+    cfg = toy_config(toy_dir, "test_merge_survival:bad_merge",
+                     train={"num_epochs": 1, "steps_per_epoch": 1},
                      gradient={"minibatch_size": 2, "failure_only": True},
                      optimizer={"learning_rate": 4, "min_learning_rate": 4})
-    data = yaml.safe_load(cfg.read_text())
-    data["model"]["optimizer"] = {"backend": "scripted",
-                                  "function": "test_merge_survival:bad_merge"}
-    cfg.write_text(yaml.safe_dump(data))
     proc = cli("train", str(cfg), "--out", str(toy_dir / "run"))
     assert proc.returncode == 0, proc.stderr
     record = json.loads((toy_dir / "run" / "steps" / "e01-s001" / "record.json").read_text())

@@ -610,13 +610,10 @@ riders_optimizer = scripted_optimizer(_riders)
 def test_the_trainer_drops_a_rider_and_show_names_the_screen(toy_dir: Path) -> None:
     from e2e import cli
 
-    cfg = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
-                     gradient={"proposals": 2, "drop_riders": True},
-                     optimizer={"learning_rate": 2, "min_learning_rate": 2})
-    data = yaml.safe_load(cfg.read_text())
-    data["model"]["optimizer"] = {"backend": "scripted",
-                                  "function": "test_proposals:riders_optimizer"}
-    cfg.write_text(yaml.safe_dump(data))
+    steps = {"train": {"num_epochs": 1, "steps_per_epoch": 1},
+             "optimizer": {"learning_rate": 2, "min_learning_rate": 2}}
+    cfg = toy_config(toy_dir, "test_proposals:riders_optimizer",
+                     gradient={"proposals": 2, "drop_riders": True}, **steps)
     out = toy_dir / "run"
     build_trainer(load_config(cfg), out).fit()
     best = (out / "best_skill.md").read_text()
@@ -629,11 +626,8 @@ def test_the_trainer_drops_a_rider_and_show_names_the_screen(toy_dir: Path) -> N
     assert "left out 'Keep a calm tone.'" in " ".join(shown.split())
     assert "left out at the screen" in " ".join(shown.split())
     # Off (the default), the rider goes to the gate with the rule.
-    cfg2 = toy_config(toy_dir, train={"num_epochs": 1, "steps_per_epoch": 1},
-                      gradient={"proposals": 2},
-                      optimizer={"learning_rate": 2, "min_learning_rate": 2})
-    cfg2.write_text(cfg2.read_text().replace("toy:optimizer",
-                                             "test_proposals:riders_optimizer"))
+    cfg2 = toy_config(toy_dir, "test_proposals:riders_optimizer", gradient={"proposals": 2},
+                      **steps)
     build_trainer(load_config(cfg2), toy_dir / "off").fit()
     assert "calm tone" in (toy_dir / "off" / "best_skill.md").read_text()
 

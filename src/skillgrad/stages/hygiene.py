@@ -470,14 +470,15 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     if (n_tasks < 3 or not evidence.questions or _CONDITION.search(text)
             or _LABEL.match(text)):
         return None
-    counts = _task_counts(evidence.inputs.values())
-    named = {w for found in _NAMED.findall(text) for w in words(found)}
     own_words = set(own)
+    named = [w for w in dict.fromkeys(w for found in _NAMED.findall(text) for w in words(found))
+             if w not in _STOP and w not in _ASKING and w not in own_words and not w.isdigit()
+             and len(w) > 2]
+    if not named:  # most rules name nothing a question asks about: no input counted
+        return None
+    counts = _task_counts(evidence.inputs.values())
     narrow: list[tuple[str, str]] = []
-    for w in dict.fromkeys(mine):
-        if (w not in named or w in _STOP or w in _ASKING or w in own_words or w.isdigit()
-                or len(w) <= 2):
-            continue
+    for w in named:
         asking = [i for i, q in evidence.questions.items() if w in q]
         if (asking and len(asking) < SCAFFOLD_SHARE * n_tasks
                 and counts.get(w, 0) == len(asking) and _rare_shape(asking, evidence)):
