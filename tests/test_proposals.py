@@ -624,7 +624,10 @@ def test_the_trainer_drops_a_rider_and_show_names_the_screen(toy_dir: Path) -> N
         (toy.rule("year"), "applied"), ("Keep a calm tone.", "skipped")]
     shown = cli("show", str(out)).stdout
     assert "left out 'Keep a calm tone.'" in " ".join(shown.split())
-    assert "left out at the screen" in " ".join(shown.split())
+    # The stage that lost it is the screen, not the update.
+    flat = " ".join(shown.split())
+    assert "on the way to the candidate: screen left out 1: the other 1 scored" in flat
+    assert "update skipped" not in flat
     # Off (the default), the rider goes to the gate with the rule.
     cfg2 = toy_config(toy_dir, "test_proposals:riders_optimizer", gradient={"proposals": 2},
                       **steps)

@@ -62,6 +62,9 @@ CHANGE_CHARS = 140  # a change as the records and the meta skill show it
 Evaluate = Callable[[str], EvalScore]
 Metric = Callable[[EvalScore, str], float]
 
+# How the screen marks an added rule it left out (see stages.screen.without_riders).
+LEFT_OUT_AT_SCREEN = "left out at the screen: "
+
 
 @dataclass(frozen=True)
 class CandidateSettings:
@@ -158,9 +161,16 @@ class Proposal:
             out.append(f"merge: {len(repaired)} put back")
         skipped = [o for o in (self.report.outcomes if self.report else ())
                    if o.status == "skipped"]
-        if skipped:
-            reasons = "; ".join(dict.fromkeys(o.reason or "no reason given" for o in skipped))
-            out.append(f"update skipped {len(skipped)}: {reasons}")
+        # The screen's leave-one-out puts what it left out in the report, skipped, too; it is
+        # the screen's loss, not the update's.
+        at_screen = [o for o in skipped if (o.reason or "").startswith(LEFT_OUT_AT_SCREEN)]
+        for stage, outcomes, prefix in (("update skipped", [o for o in skipped
+                                                             if o not in at_screen], ""),
+                                        ("screen left out", at_screen, LEFT_OUT_AT_SCREEN)):
+            if outcomes:
+                reasons = "; ".join(dict.fromkeys(
+                    (o.reason or "no reason given").removeprefix(prefix) for o in outcomes))
+                out.append(f"{stage} {len(outcomes)}: {reasons}")
         return tuple(out)
 
     def changes(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from skillgrad.records import (
     Task,
 )
 from skillgrad.skill import body_without_blocks, instructions, skill_hash
-from skillgrad.stages.candidate import Proposal
+from skillgrad.stages.candidate import LEFT_OUT_AT_SCREEN, Proposal
 from skillgrad.stages.update import apply_edits
 
 
@@ -214,10 +214,10 @@ def without_riders(
             break
         without, j, candidate = best
         rider = kept.pop(j)
-        why = (f"left out at the screen: the other {len(kept)} scored {without:.3f} without "
+        why = (f"{LEFT_OUT_AT_SCREEN}the other {len(kept)} scored {without:.3f} without "
                f"it on the step's {len(tasks)} training tasks, {score:.3f} with it")
         dropped.append(rider.model_copy(update={"status": "skipped", "reason": why}))
-        note.append(f"{_shown(rider.edit)!r} ({why.removeprefix('left out at the screen: ')})")
+        note.append(f"{_shown(rider.edit)!r} ({why.removeprefix(LEFT_OUT_AT_SCREEN)})")
         proposal, score = replace(proposal, candidate=candidate), without
     if not dropped:
         return proposal, []
