@@ -272,6 +272,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
     ("Before you answer, include any words that are not in the answer but are in the reply",
      "unseen", "not in the answer but are in the reply"),
     ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
+    # Screened by the quickstart on the 1.5B model (and rejected by the gate): an expected
+    # answer named by its value.
+    ("Reply with 'no' for the 'Yes' answer.", "unseen", "the 'Yes' answer"),
+    ("Write the number alone when the \u201c42\u201d correct answer is asked for.", "unseen",
+     "the \u201c42\u201d correct answer"),
     # Proposed for an agent target: the analysts' prompt numbers the tasks it shows.
     ("Use the glob tool to look up filenames by glob pattern for Task 1", "unseen", "Task 1"),
     ("Use the Task tool to search for the file for Task 5 and Task 6", "unseen",
@@ -496,7 +501,9 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
     assert quote is not None and (quote.kind, quote.quoted) == ("about", "If the agent's reply")
     for fine in ("Open an item before you buy.", "If you did not open an item, open one.",
                  "You are an agent that shops; open the first matching item.",
-                 "Use the agent tool to read a file."):
+                 "Use the agent tool to read a file.",
+                 "Reply 'Yes' or 'No' as the answer.", "Write the answer as 'Yes' or 'No'.",
+                 "Give the 'short' form of a name the passage writes."):
         assert unseen_quote(fine) is None, fine
 
 

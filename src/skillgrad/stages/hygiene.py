@@ -115,6 +115,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
                + _ANSWER, re.IGNORECASE),
     re.compile(r"\bnot\s+(?:in\s+)?" + _ANSWER + r"\s+(?:but|and)\s+(?:are\s+|is\s+)?in\s+"
                r"(?:the|your)\s+(?:reply|response|output)\b", re.IGNORECASE),
+    # An expected answer named by its value ("Reply with 'no' for the 'Yes' answer"): which
+    # answer is expected is what the agent is asked to find, not something it is told.
+    re.compile(r"\bthe\s+[\"'“‘][^\"'”’\n]{1,40}[\"'”’]\s+"
+               r"(?:expected\s+|correct\s+|gold\s+|right\s+)?answers?\b", re.IGNORECASE),
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
     re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )
