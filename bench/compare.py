@@ -19,9 +19,9 @@ validation rollouts alike). skillgrad runs at the config's own size (or under --
 reports what it used; the default budget of the other methods is what skillgrad used in the
 same seed. --budget N1,N2,... gives each seed its own (one number per seed), so GEPA can be
 given what a skillgrad run recorded elsewhere used, seed by seed. GEPA gets max_metric_calls =
-budget and is stopped cleanly when the counter runs out mid-iteration (its best fully validated candidate is kept). Test rollouts are not counted:
-every method is scored the same way, by the environment's scorer on the whole test split (or
-evaluation.test_env_num). Skills that do not depend on a seed (none, initial) are scored once
+budget and is stopped cleanly when the counter runs out mid-iteration (its best fully
+validated candidate is kept). Test rollouts are not counted: every method is scored the same
+way, by the environment's scorer on the whole test split (or evaluation.test_env_num). Skills that do not depend on a seed (none, initial) are scored once
 unless --rescore-baselines.
 
 Each method and seed works in OUT/<method>/seed<k>/ (skillgrad's run directory itself); a

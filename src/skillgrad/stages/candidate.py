@@ -163,14 +163,12 @@ class Proposal:
                    if o.status == "skipped"]
         # The screen's leave-one-out puts what it left out in the report, skipped, too; it is
         # the screen's loss, not the update's.
-        at_screen = [o for o in skipped if (o.reason or "").startswith(LEFT_OUT_AT_SCREEN)]
-        for stage, outcomes, prefix in (("update skipped", [o for o in skipped
-                                                             if o not in at_screen], ""),
-                                        ("screen left out", at_screen, LEFT_OUT_AT_SCREEN)):
-            if outcomes:
-                reasons = "; ".join(dict.fromkeys(
-                    (o.reason or "no reason given").removeprefix(prefix) for o in outcomes))
-                out.append(f"{stage} {len(outcomes)}: {reasons}")
+        reasons = [o.reason or "no reason given" for o in skipped]
+        for stage, screened in (("update skipped", False), ("screen left out", True)):
+            mine = [r.removeprefix(LEFT_OUT_AT_SCREEN) for r in reasons
+                    if r.startswith(LEFT_OUT_AT_SCREEN) == screened]
+            if mine:
+                out.append(f"{stage} {len(mine)}: {'; '.join(dict.fromkeys(mine))}")
         return tuple(out)
 
     def changes(self) -> tuple[str, ...]:
