@@ -623,8 +623,35 @@ def test_a_rule_the_skill_already_says_is_left_out_and_said() -> None:
     assert patch.restated[2].startswith("'- Open the first item whose title names that kind")
 
 
+def test_a_rule_that_says_the_opposite_of_the_skill_is_left_out_and_said() -> None:
+    """The quickstart's analyst, with "- Remove any extra words from the reply." in the skill,
+    proposed "- Do not remove any extra words from the reply.": appended, the skill would say
+    both. It is left out like a restatement, the analyst is told that a skill must not say
+    both, and the patch says what it contradicted; a rule that adds a condition goes on."""
+    skill = "# Answers\n\n- Remove any extra words from the reply.\n"
+    first = {"difference": "extra words", "rules": [
+        "Do not remove any extra words from the reply.",
+        "When the question asks for a unit, keep the unit after the number."]}
+    second = {"difference": "extra words", "rules": [
+        "Never remove extra words from the reply.",
+        "Reply with the number first."]}
+    patch, model = _asked_twice(first, second, "It was 12 km.", "12 km", max_edits=3,
+                                skill=skill)
+    assert [e.content for e in patch.edits] == [
+        "- When the question asks for a unit, keep the unit after the number.",
+        "- Reply with the number first."]
+    told = model.calls[1].messages[-1].text()
+    assert ("'- Do not remove any extra words from the reply.': the skill says the opposite: "
+            "'Remove any extra words from the reply.', and a skill must not say both") in told
+    assert patch.restated == (
+        "'- Do not remove any extra words from the reply.' contradicts the skill's 'Remove any "
+        "extra words from the reply.'; left out",
+        "'- Never remove extra words from the reply.' contradicts the skill's 'Remove any extra "
+        "words from the reply.'; left out")
+
+
 def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
-    from skillgrad.stages.hygiene import restated_part, skill_parts
+    from skillgrad.stages.hygiene import contradicted_part, restated_part, skill_parts
 
     assert skill_parts(SHOP)[1].startswith("On the results page, open the first item") and \
         skill_parts(SHOP)[1].endswith("by clicking its product id.")
@@ -632,6 +659,15 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
         skill_parts(SHOP)[1]
     assert restated_part("Never open the first item whose price is under the limit.",
                          SHOP) is None
+    assert contradicted_part("Never open the first item whose price is under the limit.",
+                             SHOP) == skill_parts(SHOP)[1]
+    assert contradicted_part("Open the first item whose price is under the limit.", SHOP) is None
+    assert contradicted_part("Don't search with the product type and its key attributes.",
+                             SHOP) == "search with the product type and its key attributes"
+    # An exception (a condition the part lacks) is not the opposite; the skill's own negation
+    # ("no price") said again is a restatement.
+    assert contradicted_part("When the instruction names a brand, do not search with the "
+                             "product type alone.", SHOP) is None
     assert restated_part("Open an item.", SHOP) is None  # two content words
     assert restated_part("Search with the product type and its key attributes.", SHOP) == \
         "search with the product type and its key attributes"  # a clause of a sentence

@@ -153,8 +153,8 @@ class Proposal:
         if self.refused:
             out.append(f"hygiene refused {len(self.refused)}")
         if self.restated:
-            out.append(f"analysts: {len(self.restated)} restating a kept rule or the skill "
-                       "left out")
+            out.append(f"analysts: {len(self.restated)} restating a kept rule or the skill, "
+                       "or contradicting the skill, left out")
         merged = dict(self.artifacts).get("merged_patch")
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:

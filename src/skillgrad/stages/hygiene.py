@@ -742,13 +742,26 @@ def restated_part(text: str, skill: str) -> str | None:
     content words (at least three, after an opening "Before you answer,"; one in ten may be
     missing). Two texts that differ in one word of their few say different things
     ("Rule year: ..." beside "Rule color: ..."), and a text with a negation the part lacks, or
-    the other way round, says something else."""
-    mine = content_words(_OPENER.sub("", text))
+    the other way round, says something else (:func:`contradicted_part`)."""
+    return _holding_part(text, skill, opposite=False)
+
+
+def contradicted_part(text: str, skill: str) -> str | None:
+    """The part of ``skill`` that ``text`` says the opposite of, or None: one that holds all the
+    text's content words but its negation, as :func:`restated_part` finds them, where one of the
+    two is negated and the other is not. "Do not remove any extra words from the reply." beside
+    the skill's "Remove any extra words from the reply."; a rule that adds a condition ("When
+    the question asks for units, do not remove them") makes an exception, not the opposite."""
+    return _holding_part(text, skill, opposite=True)
+
+
+def _holding_part(text: str, skill: str, *, opposite: bool) -> str | None:
+    mine = content_words(_OPENER.sub("", text).replace("'", "")) - _NEGATIONS
     if len(mine) < RESTATED_MIN_WORDS:
         return None
     negated = _negated(text)
     for part in skill_parts(skill):
-        if _negated(part) != negated:
+        if (_negated(part) != negated) != opposite:
             continue
         if len(mine - content_words(part)) <= len(mine) // 10:
             return part

@@ -41,6 +41,7 @@ from skillgrad.stages.hygiene import (
     REFUSED,
     Evidence,
     clean_items,
+    contradicted_part,
     distinct,
     restated_part,
     restates,
@@ -77,8 +78,11 @@ PACKAGE_NOTE = (
     "(a path) to append to that file, or to start a new reference file (references/NAME.md), "
     "and then say in SKILL.md when to read it. Leave \"file\" empty otherwise.\n")
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
-# The reason an added rule that says again what the skill says is left out.
+# The reasons an added rule that says again what the skill says, or says its opposite, is
+# left out (a skill that says both is one no person would ship; the screen's line ablation is
+# what takes a rule of the skill out).
 SAID = "the skill already says it"
+CONTRADICTS = "the skill says the opposite"
 
 
 @dataclass(frozen=True)
@@ -245,16 +249,15 @@ def _ask_once_more(
     if again.value is None:
         return reply, items, refused, []
     more, later = clean_items(_items(again.value, count), evidence, skill)
-    restated = [_left_out(e, "the skill's", why.removeprefix(f"{SAID}: "))
-                for e, why in idle if why.startswith(SAID)]
+    restated = [line for e, why in idle if (line := _skill_left_out(e, why)) is not None]
     out = list(kept)
     for item in more:
         if any(_text(item) == _text(k) for k in out):
             continue  # a kept rule written again: nothing is lost
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        said = _says_again(item, skill)
-        if said is not None:
-            restated.append(_left_out(item, "the skill's", _quoted(said)))
+        left_out = _skill_left_out(item, _says_again(item, skill) or "")
+        if left_out is not None:
+            restated.append(left_out)
         elif twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
@@ -283,9 +286,19 @@ def _quoted(text: str) -> str:
     return repr(one_line(text, 120))
 
 
-def _left_out(item: Edit | Suggestion, whose: str, quoted: str) -> str:
-    """The line that says ``item`` was left out as a restatement of ``whose`` ``quoted``."""
-    return f"{_quoted(_text(item))} restates {whose} {quoted}; left out"
+def _left_out(item: Edit | Suggestion, whose: str, quoted: str, verb: str = "restates") -> str:
+    """The line that says ``item`` was left out as a restatement of ``whose`` ``quoted`` (or
+    as what ``verb`` says it does to it)."""
+    return f"{_quoted(_text(item))} {verb} {whose} {quoted}; left out"
+
+
+def _skill_left_out(item: Edit, why: str) -> str | None:
+    """The line for an idle ``item`` left out because of a part of the skill (its reason from
+    :func:`_idle`), or None for the other idle reasons."""
+    for reason, verb in ((SAID, "restates"), (CONTRADICTS, "contradicts")):
+        if why.startswith(f"{reason}: "):
+            return _left_out(item, "the skill's", why.removeprefix(f"{reason}: "), verb)
+    return None
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
@@ -301,7 +314,8 @@ def _items(value: Any, count: int) -> list[Edit | Suggestion]:
 def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, str]]:
     """The edits that would change nothing (a line replaced by itself, content the skill
     already holds), each with the reason ``apply_edits`` gives, and the added rules that say
-    again what a part of the skill says (:func:`restated_part`)."""
+    again what a part of the skill says (:func:`restated_part`) or its opposite
+    (:func:`contradicted_part`)."""
     out = []
     for item in items:
         if isinstance(item, Edit):
@@ -310,15 +324,18 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, st
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
                 out.append((item, reason))
             elif (said := _says_again(item, skill)) is not None:
-                out.append((item, f"{SAID}: {_quoted(said)}"))
+                out.append((item, said))
     return out
 
 
 def _says_again(item: Edit | Suggestion, skill: str) -> str | None:
-    """The part of the skill an added rule says again (None for other edits, which change a
-    part in place)."""
+    """Why an added rule is left out: the part of the skill it says again, or the opposite of
+    (None for a rule that says neither, and for other edits, which change a part in place)."""
     if isinstance(item, Edit) and item.op in ("append", "insert_after"):
-        return restated_part(item.content, skill)
+        if (part := restated_part(item.content, skill)) is not None:
+            return f"{SAID}: {_quoted(part)}"
+        if (part := contradicted_part(item.content, skill)) is not None:
+            return f"{CONTRADICTS}: {_quoted(part)}"
     return None
 
 
@@ -329,7 +346,10 @@ def _text(item: Edit | Suggestion) -> str:
 def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = (),
                kept: Sequence[Edit | Suggestion] = ()) -> str:
     listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
-    listed += [f"- {e.content!r}: changes nothing in the skill ({why})" for e, why in idle]
+    listed += [f"- {e.content!r}: " + (f"{why}, and a skill must not say both"
+                                        if why.startswith(CONTRADICTS)
+                                        else f"changes nothing in the skill ({why})")
+               for e, why in idle]
     took = "".join(f"- {_text(i)!r}\n" for i in kept)
     return ((f"Kept (no need to write them again):\n{took}" if took else "")
             + "Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
