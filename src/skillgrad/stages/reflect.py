@@ -292,7 +292,7 @@ def _left_out(item: Edit | Suggestion, whose: str, quoted: str, verb: str = "res
     return f"{_quoted(_text(item))} {verb} {whose} {quoted}; left out"
 
 
-def _skill_left_out(item: Edit, why: str) -> str | None:
+def _skill_left_out(item: Edit | Suggestion, why: str) -> str | None:
     """The line for an idle ``item`` left out because of a part of the skill (its reason from
     :func:`_idle`), or None for the other idle reasons."""
     for reason, verb in ((SAID, "restates"), (CONTRADICTS, "contradicts")):
