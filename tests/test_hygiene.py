@@ -648,6 +648,12 @@ def test_a_rule_that_says_the_opposite_of_the_skill_is_left_out_and_said() -> No
         "extra words from the reply.'; left out",
         "'- Never remove extra words from the reply.' contradicts the skill's 'Remove any extra "
         "words from the reply.'; left out")
+    # The step line counts each kind of left-out rule apart.
+    from skillgrad.stages.candidate import Proposal
+
+    restating = "'- Reply.' restates the kept '- Reply now.'; left out"
+    assert Proposal(skill, restated=(*patch.restated, restating)).losses() == (
+        "analysts: 1 restating a kept rule or the skill and 2 contradicting the skill left out",)
 
 
 def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:

@@ -43,6 +43,7 @@ from skillgrad.skill import estimate_tokens
 from skillgrad.stages import appendix
 from skillgrad.stages.aggregate import MergeSettings, aggregate
 from skillgrad.stages.hygiene import (
+    CONTRADICTS,
     NO_EVIDENCE,
     REFUSED,
     Evidence,
@@ -107,7 +108,7 @@ class Proposal:
     refusal: str | None = None
     items: tuple[Edit | Suggestion, ...] = ()
     refused: tuple[Refused, ...] = ()
-    restated: tuple[str, ...] = ()  # the rules analysts restated (Patch.restated)
+    restated: tuple[str, ...] = ()  # rules analysts left out as said or contradicted (Patch.restated)
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -152,9 +153,12 @@ class Proposal:
         out = []
         if self.refused:
             out.append(f"hygiene refused {len(self.refused)}")
-        if self.restated:
-            out.append(f"analysts: {len(self.restated)} restating a kept rule or the skill, "
-                       "or contradicting the skill, left out")
+        against = sum(f" {CONTRADICTS} the skill's " in line for line in self.restated)
+        said = [f"{n} {what}" for n, what in (
+            (len(self.restated) - against, "restating a kept rule or the skill"),
+            (against, "contradicting the skill")) if n]
+        if said:
+            out.append(f"analysts: {' and '.join(said)} left out")
         merged = dict(self.artifacts).get("merged_patch")
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:

@@ -746,6 +746,11 @@ def restated_part(text: str, skill: str) -> str | None:
     return _holding_part(text, skill, opposite=False)
 
 
+# The verb of the line that reports an added rule left out as the opposite of a part of the
+# skill ("'<rule>' contradicts the skill's '<part>'; left out").
+CONTRADICTS = "contradicts"
+
+
 def contradicted_part(text: str, skill: str) -> str | None:
     """The part of ``skill`` that ``text`` says the opposite of, or None: one that holds all the
     text's content words but its negation, as :func:`restated_part` finds them, where one of the

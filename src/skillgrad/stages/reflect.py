@@ -37,6 +37,7 @@ from skillgrad.records import (
     Task,
 )
 from skillgrad.stages.hygiene import (
+    CONTRADICTS,
     NO_EVIDENCE,
     REFUSED,
     Evidence,
@@ -82,7 +83,7 @@ RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at le
 # left out (a skill that says both is one no person would ship; the screen's line ablation is
 # what takes a rule of the skill out).
 SAID = "the skill already says it"
-CONTRADICTS = "the skill says the opposite"
+OPPOSITE = "the skill says the opposite"
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def _left_out(item: Edit | Suggestion, whose: str, quoted: str, verb: str = "res
 def _skill_left_out(item: Edit | Suggestion, why: str) -> str | None:
     """The line for an idle ``item`` left out because of a part of the skill (its reason from
     :func:`_idle`), or None for the other idle reasons."""
-    for reason, verb in ((SAID, "restates"), (CONTRADICTS, "contradicts")):
+    for reason, verb in ((SAID, "restates"), (OPPOSITE, CONTRADICTS)):
         if why.startswith(f"{reason}: "):
             return _left_out(item, "the skill's", why.removeprefix(f"{reason}: "), verb)
     return None
@@ -335,7 +336,7 @@ def _says_again(item: Edit | Suggestion, skill: str) -> str | None:
         if (part := restated_part(item.content, skill)) is not None:
             return f"{SAID}: {_quoted(part)}"
         if (part := contradicted_part(item.content, skill)) is not None:
-            return f"{CONTRADICTS}: {_quoted(part)}"
+            return f"{OPPOSITE}: {_quoted(part)}"
     return None
 
 
@@ -347,7 +348,7 @@ def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = ()
                kept: Sequence[Edit | Suggestion] = ()) -> str:
     listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
     listed += [f"- {e.content!r}: " + (f"{why}, and a skill must not say both"
-                                        if why.startswith(CONTRADICTS)
+                                        if why.startswith(OPPOSITE)
                                         else f"changes nothing in the skill ({why})")
                for e, why in idle]
     took = "".join(f"- {_text(i)!r}\n" for i in kept)
