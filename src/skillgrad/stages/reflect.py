@@ -256,7 +256,7 @@ def _ask_once_more(
         if any(_text(item) == _text(k) for k in out):
             continue  # a kept rule written again: nothing is lost
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        left_out = _skill_left_out(item, _says_again(item, skill) or "")
+        left_out = _skill_left_out(item, _skill_reason(item, skill) or "")
         if left_out is not None:
             restated.append(left_out)
         elif twin is None:
@@ -324,12 +324,12 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, st
             reason = report.outcomes[0].reason or ""
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
                 out.append((item, reason))
-            elif (said := _says_again(item, skill)) is not None:
+            elif (said := _skill_reason(item, skill)) is not None:
                 out.append((item, said))
     return out
 
 
-def _says_again(item: Edit | Suggestion, skill: str) -> str | None:
+def _skill_reason(item: Edit | Suggestion, skill: str) -> str | None:
     """Why an added rule is left out: the part of the skill it says again, or the opposite of
     (None for a rule that says neither, and for other edits, which change a part in place)."""
     if isinstance(item, Edit) and item.op in ("append", "insert_after"):
