@@ -104,6 +104,30 @@ def test_contradicting_rules_become_the_condition_the_merge_writes() -> None:
     assert merged.edits[0].support == 2  # the support of both sides
 
 
+def test_a_rule_the_merge_wrote_against_the_skill_is_left_out_and_said() -> None:
+    """The analysts' rules are checked against the skill before the merge; a rule the merge
+    writes in their place, which says again what the skill says or says its opposite, is
+    checked after it: left out, listed with the merged patch, and counted in the step line."""
+    condition = ("Give the time difference in the format the question asks for: HH:MM:SS when "
+                 "it asks for seconds, HH:MM otherwise.")
+
+    def merge(request: ChatRequest) -> str:
+        return json.dumps({"difference": "the two formats follow the question", "rules": [
+            condition, "Write each field with two digits.", "Do not add words after the time.",
+            "Never work out the time difference.", "Work out the time difference."]})
+
+    done, _ = _through(RULE_PATCHES, merge, _settings("rules"))
+    assert f"- {condition}" in done.candidate and "Never work out" not in done.candidate
+    assert done.candidate.count("Work out the time difference.") == 1
+    assert dict(done.artifacts)["merged_patch"]["left_out"] == [
+        "'- Never work out the time difference.' contradicts the skill's 'Work out the time "
+        "difference.'; left out",
+        "'- Work out the time difference.' restates the skill's 'Work out the time "
+        "difference.'; left out"]
+    assert "merge: 2 restating or contradicting the skill left out" in done.losses()
+    assert done.report.count("applied") == 3 and done.report.count("skipped") == 0
+
+
 def test_a_merge_in_the_wrong_shape_keeps_every_rule() -> None:
     def wrong(request: ChatRequest) -> str:  # edits where rules were asked for
         return json.dumps({"reasoning": "x", "edits": [{"op": "replace", "anchor": "",

@@ -52,6 +52,7 @@ from skillgrad.stages.hygiene import (
     distinct,
     find_quote,
 )
+from skillgrad.stages.reflect import left_out_by_skill
 from skillgrad.stages.render import one_line
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
@@ -109,6 +110,7 @@ class Proposal:
     items: tuple[Edit | Suggestion, ...] = ()
     refused: tuple[Refused, ...] = ()
     restated: tuple[str, ...] = ()  # rules analysts left out as said or contradicted (Patch.restated)
+    merge_left_out: tuple[str, ...] = ()  # and rules the merge wrote, left out alike
     documents: tuple[Document, ...] = ()
     selection: Selection | None = None
     report: ApplyReport | None = None
@@ -163,6 +165,9 @@ class Proposal:
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:
             out.append(f"merge: {len(repaired)} put back")
+        if self.merge_left_out:
+            out.append(f"merge: {len(self.merge_left_out)} restating or contradicting the skill "
+                       "left out")
         skipped = [o for o in (self.report.outcomes if self.report else ())
                    if o.status == "skipped"]
         # The screen's leave-one-out puts what it left out in the report, skipped, too; it is
@@ -234,10 +239,15 @@ def aggregate_stage(
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge, requests)
     items, refused = clean_items(agg.merged.edits, evidence, skill)
+    # The analysts' rules were checked against the skill; a rule the merge wrote is checked
+    # here, and one that says again what the skill says, or its opposite, is left out.
+    items, left_out = left_out_by_skill(items, skill)
     return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                     restated=tuple(line for p in patches for line in p.restated),
+                    merge_left_out=tuple(left_out),
                     n_proposed=sum(len(p.edits) for p in patches),
-                    artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels}),))
+                    artifacts=(("merged_patch", {"merged": agg.merged, "levels": agg.levels,
+                                                 "left_out": left_out}),))
 
 
 # ----------------------------------------------------------------------------- select

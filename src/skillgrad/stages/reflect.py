@@ -302,6 +302,22 @@ def _skill_left_out(item: Edit | Suggestion, why: str) -> str | None:
     return None
 
 
+def left_out_by_skill(items: Sequence[Edit | Suggestion], skill: str
+                      ) -> tuple[list[Edit | Suggestion], list[str]]:
+    """``items`` less the added rules that say again what a part of ``skill`` says, or its
+    opposite, and a line for each left out: the check an analyst's rules pass, for the rules a
+    merge wrote in their place."""
+    kept: list[Edit | Suggestion] = []
+    lines: list[str] = []
+    for item in items:
+        line = _skill_left_out(item, _skill_reason(item, skill) or "")
+        if line is None:
+            kept.append(item)
+        else:
+            lines.append(line)
+    return kept, lines
+
+
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
     """The edits or suggestions of an analyst's reply, as records (a plain rule is taken to
     address all ``count`` tasks of its call)."""
