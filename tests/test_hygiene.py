@@ -656,6 +656,30 @@ def test_a_rule_that_says_the_opposite_of_the_skill_is_left_out_and_said() -> No
         "analysts: 1 restating a kept rule or the skill and 2 contradicting the skill left out",)
 
 
+def test_a_rule_against_the_skill_stays_out_when_the_second_reply_is_unusable() -> None:
+    """Asked again, a small model may write no JSON at all; the first reply's rules are then
+    used, less the one that says the opposite of the skill, and the patch still says why."""
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    skill = "# Answers\n\n- Remove any extra words from the reply.\n"
+    first = {"difference": "extra words", "rules": [
+        "Do not remove any extra words from the reply.", "Reply with the number first."]}
+    model = ScriptedModel([json.dumps(first), "no JSON here", "still none"])
+    failed = [RolloutResult(task_id="t1", answer="It was 12.", hard=0.0, soft=0.0,
+                            reason="wrong",
+                            messages=(Message(role="system", content="S"),
+                                      Message(role="user", content="Question: which?"),
+                                      Message(role="assistant", content="It was 12.")))]
+    patch = analyse("failure", failed, skill, model, ReflectSettings(form="rules", max_edits=3),
+                    "", 0, tasks={"t1": Task(id="t1", prompt="which?", reference="12")})
+    assert model.n_calls == 3  # the first reply, then the one asked again and its retry
+    assert [e.content for e in patch.edits] == ["- Reply with the number first."]
+    assert patch.restated == (
+        "'- Do not remove any extra words from the reply.' contradicts the skill's 'Remove any "
+        "extra words from the reply.'; left out",)
+
+
 def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
     from skillgrad.stages.hygiene import contradicted_part, restated_part, skill_parts
 

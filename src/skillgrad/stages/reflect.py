@@ -247,10 +247,12 @@ def _ask_once_more(
                      shape, kind=name, max_tokens=settings.max_tokens,
                      temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
                      schema=schema)
-    if again.value is None:
-        return reply, items, refused, []
+    said = [(e, line) for e, why in idle if (line := _skill_left_out(e, why)) is not None]
+    restated = [line for _, line in said]
+    if again.value is None:  # the first reply's items, less those the skill says or denies
+        return (reply, [i for i in items if all(i is not e for e, _ in said)], refused,
+                restated)
     more, later = clean_items(_items(again.value, count), evidence, skill)
-    restated = [line for e, why in idle if (line := _skill_left_out(e, why)) is not None]
     out = list(kept)
     for item in more:
         if any(_text(item) == _text(k) for k in out):
