@@ -702,6 +702,12 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
     assert restated_part("Search with the product type and its key attributes.", SHOP) == \
         "search with the product type and its key attributes"  # a clause of a sentence
     assert restated_part("Open the first item and check its reviews.", SHOP) is None
+    # The skill's two steps written back as one rule; one new sentence makes it a rule.
+    both = ("Search with the product type and its key attributes. Open the first item whose "
+            "price is under the limit.")
+    assert restated_part(both, SHOP) == ("search with the product type and its key attributes; "
+                                         + skill_parts(SHOP)[1])
+    assert restated_part(both + " Check the reviews of that item first.", SHOP) is None
 
 
 def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_loss() -> None:

@@ -742,8 +742,17 @@ def restated_part(text: str, skill: str) -> str | None:
     content words (at least three, after an opening "Before you answer,"; one in ten may be
     missing). Two texts that differ in one word of their few say different things
     ("Rule year: ..." beside "Rule color: ..."), and a text with a negation the part lacks, or
-    the other way round, says something else (:func:`contradicted_part`)."""
-    return _holding_part(text, skill, opposite=False)
+    the other way round, says something else (:func:`contradicted_part`). A text of several
+    sentences, each of which says a part again, says those parts again (they are given joined
+    by "; "): an analyst wrote the skill's three lines back as one rule."""
+    whole = _holding_part(text, skill, opposite=False)
+    sentences = [x for x in _SENTENCE_END.split(text.strip()) if x.strip()]
+    if whole is not None or len(sentences) < 2:
+        return whole
+    parts = [_holding_part(x, skill, opposite=False) for x in sentences]
+    if any(p is None for p in parts):
+        return None
+    return "; ".join(dict.fromkeys(p for p in parts if p is not None))
 
 
 # The verb of the line that reports an added rule left out as the opposite of a part of the
