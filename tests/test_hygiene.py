@@ -534,10 +534,16 @@ def _asked_twice(first: dict[str, Any], second: dict[str, Any], reply: str, refe
                  max_edits: int, skill: str = "# Skill\n\nAnswer.\n") -> tuple[Any, Any]:
     """One rules analyst over one failed task, scripted to reply ``first`` and, asked again,
     ``second``: its patch and the scripted model (which holds the calls)."""
+    return _analysed([json.dumps(first), json.dumps(second)], reply, reference, max_edits, skill)
+
+
+def _analysed(replies: list[str], reply: str, reference: str, max_edits: int,
+              skill: str) -> tuple[Any, Any]:
+    """One rules analyst over one failed task, scripted to give ``replies`` in turn."""
     from skillgrad.models.scripted import ScriptedModel
     from skillgrad.stages.reflect import ReflectSettings, analyse
 
-    model = ScriptedModel([json.dumps(first), json.dumps(second)])
+    model = ScriptedModel(replies)
     failed = [RolloutResult(task_id="t1", answer=reply, hard=0.0, soft=0.0, reason="wrong",
                             messages=(Message(role="system", content="S"),
                                       Message(role="user", content="Question: which?"),
@@ -659,20 +665,11 @@ def test_a_rule_that_says_the_opposite_of_the_skill_is_left_out_and_said() -> No
 def test_a_rule_against_the_skill_stays_out_when_the_second_reply_is_unusable() -> None:
     """Asked again, a small model may write no JSON at all; the first reply's rules are then
     used, less the one that says the opposite of the skill, and the patch still says why."""
-    from skillgrad.models.scripted import ScriptedModel
-    from skillgrad.stages.reflect import ReflectSettings, analyse
-
     skill = "# Answers\n\n- Remove any extra words from the reply.\n"
     first = {"difference": "extra words", "rules": [
         "Do not remove any extra words from the reply.", "Reply with the number first."]}
-    model = ScriptedModel([json.dumps(first), "no JSON here", "still none"])
-    failed = [RolloutResult(task_id="t1", answer="It was 12.", hard=0.0, soft=0.0,
-                            reason="wrong",
-                            messages=(Message(role="system", content="S"),
-                                      Message(role="user", content="Question: which?"),
-                                      Message(role="assistant", content="It was 12.")))]
-    patch = analyse("failure", failed, skill, model, ReflectSettings(form="rules", max_edits=3),
-                    "", 0, tasks={"t1": Task(id="t1", prompt="which?", reference="12")})
+    patch, model = _analysed([json.dumps(first), "no JSON here", "still none"], "It was 12.",
+                             "12", max_edits=3, skill=skill)
     assert model.n_calls == 3  # the first reply, then the one asked again and its retry
     assert [e.content for e in patch.edits] == ["- Reply with the number first."]
     assert patch.restated == (

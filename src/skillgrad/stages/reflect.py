@@ -231,7 +231,7 @@ def analyse(
 
 def _ask_once_more(
     messages: list[Message], reply: Any, items: list[Edit | Suggestion], refused: list[Refused],
-    idle: list[tuple[Edit, str]], skill: str, model: ChatModel, settings: ReflectSettings,
+    idle: list[Idle], skill: str, model: ChatModel, settings: ReflectSettings,
     evidence: Evidence, count: int, shape: type[BaseModel], schema: dict[str, Any], name: str,
 ) -> tuple[Any, list[Edit | Suggestion], list[Refused], list[str]]:
     """The analyst asked again after hygiene refused some of its items or some would change
@@ -240,14 +240,14 @@ def _ask_once_more(
     the second reply's items are added after them, less those that restate a kept one or a
     part of the skill (one line each in the last list, with the idle ones that restate the
     skill)."""
-    kept = [i for i in items if all(i is not e for e, _ in idle)]
+    kept = [i for i in items if all(i is not e for e, _, _ in idle)]
     # Sampled: a greedy model told what was wrong tends to write the same reply again.
     again = ask_json(model, [*messages, Message(role="assistant", content=reply.raw),
                              Message(role="user", content=_ask_again(refused, idle, kept))],
                      shape, kind=name, max_tokens=settings.max_tokens,
                      temperature=max(settings.temperature or 0.0, RETRY_TEMPERATURE),
                      schema=schema)
-    said = [(e, line) for e, why in idle if (line := _skill_left_out(e, why)) is not None]
+    said = [(e, line) for e, _, line in idle if line is not None]
     restated = [line for _, line in said]
     if again.value is None:  # the first reply's items, less those the skill says or denies
         return (reply, [i for i in items if all(i is not e for e, _ in said)], refused,
@@ -258,9 +258,9 @@ def _ask_once_more(
         if any(_text(item) == _text(k) for k in out):
             continue  # a kept rule written again: nothing is lost
         twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        left_out = _skill_left_out(item, _skill_reason(item, skill) or "")
-        if left_out is not None:
-            restated.append(left_out)
+        against = _against_skill(item, skill)
+        if against is not None:
+            restated.append(against[1])
         elif twin is None:
             out.append(item)
         elif _text(item) != _text(twin):
@@ -295,15 +295,6 @@ def _left_out(item: Edit | Suggestion, whose: str, quoted: str, verb: str = "res
     return f"{_quoted(_text(item))} {verb} {whose} {quoted}; left out"
 
 
-def _skill_left_out(item: Edit | Suggestion, why: str) -> str | None:
-    """The line for an idle ``item`` left out because of a part of the skill (its reason from
-    :func:`_idle`), or None for the other idle reasons."""
-    for reason, verb in ((SAID, "restates"), (OPPOSITE, CONTRADICTS)):
-        if why.startswith(f"{reason}: "):
-            return _left_out(item, "the skill's", why.removeprefix(f"{reason}: "), verb)
-    return None
-
-
 def left_out_by_skill(items: Sequence[Edit | Suggestion], skill: str
                       ) -> tuple[list[Edit | Suggestion], list[str]]:
     """``items`` less the added rules that say again what a part of ``skill`` says, or its
@@ -312,11 +303,11 @@ def left_out_by_skill(items: Sequence[Edit | Suggestion], skill: str
     kept: list[Edit | Suggestion] = []
     lines: list[str] = []
     for item in items:
-        line = _skill_left_out(item, _skill_reason(item, skill) or "")
-        if line is None:
+        against = _against_skill(item, skill)
+        if against is None:
             kept.append(item)
         else:
-            lines.append(line)
+            lines.append(against[1])
     return kept, lines
 
 
@@ -330,45 +321,54 @@ def _items(value: Any, count: int) -> list[Edit | Suggestion]:
     return [e.to_edit() for e in value.edits]
 
 
-def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[tuple[Edit, str]]:
+# An edit the analyst is asked about again: the edit, why, and for an added rule left out
+# because of a part of the skill, the line the patch keeps of it (None for the other edits).
+Idle = tuple[Edit, str, str | None]
+
+
+def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[Idle]:
     """The edits that would change nothing (a line replaced by itself, content the skill
     already holds), each with the reason ``apply_edits`` gives, and the added rules that say
     again what a part of the skill says (:func:`restated_part`) or its opposite
     (:func:`contradicted_part`)."""
-    out = []
+    out: list[Idle] = []
     for item in items:
         if isinstance(item, Edit):
             _, report = apply_edits(skill, [item])
             reason = report.outcomes[0].reason or ""
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
-                out.append((item, reason))
-            elif (said := _skill_reason(item, skill)) is not None:
-                out.append((item, said))
+                out.append((item, reason, None))
+            elif (against := _against_skill(item, skill)) is not None:
+                out.append((item, *against))
     return out
 
 
-def _skill_reason(item: Edit | Suggestion, skill: str) -> str | None:
-    """Why an added rule is left out: the part of the skill it says again, or the opposite of
-    (None for a rule that says neither, and for other edits, which change a part in place)."""
-    if isinstance(item, Edit) and item.op in ("append", "insert_after"):
-        if (part := restated_part(item.content, skill)) is not None:
-            return f"{SAID}: {_quoted(part)}"
-        if (part := contradicted_part(item.content, skill)) is not None:
-            return f"{OPPOSITE}: {_quoted(part)}"
-    return None
+def _against_skill(item: Edit | Suggestion, skill: str) -> tuple[str, str] | None:
+    """Why an added rule is left out, and the line the patch keeps of it: the part of the skill
+    it says again, or the opposite of (None for a rule that says neither, and for other edits,
+    which change a part in place)."""
+    if not (isinstance(item, Edit) and item.op in ("append", "insert_after")):
+        return None
+    reason, verb, part = SAID, "restates", restated_part(item.content, skill)
+    if part is None:
+        reason, verb, part = OPPOSITE, CONTRADICTS, contradicted_part(item.content, skill)
+    if part is None:
+        return None
+    quoted = _quoted(part)
+    return f"{reason}: {quoted}", _left_out(item, "the skill's", quoted, verb)
 
 
 def _text(item: Edit | Suggestion) -> str:
     return item.description if isinstance(item, Suggestion) else item.content
 
 
-def _ask_again(refused: Sequence[Refused], idle: Sequence[tuple[Edit, str]] = (),
+def _ask_again(refused: Sequence[Refused], idle: Sequence[Idle] = (),
                kept: Sequence[Edit | Suggestion] = ()) -> str:
     listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
     listed += [f"- {e.content!r}: " + (f"{why}, and a skill must not say both"
                                         if why.startswith(OPPOSITE)
                                         else f"changes nothing in the skill ({why})")
-               for e, why in idle]
+               for e, why, _ in idle]
     took = "".join(f"- {_text(i)!r}\n" for i in kept)
     return ((f"Kept (no need to write them again):\n{took}" if took else "")
             + "Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
