@@ -324,6 +324,68 @@ def test_the_words_of_one_question_template_are_an_instance_fact() -> None:
         assert find_quote(rule, ev) is None, rule
 
 
+def _dates() -> Evidence:
+    """Date questions, each naming the format its answer is to be written in."""
+    asked = {"d1": ("Write the date 2021-03-04 in the format DD/MM/YYYY.", "04/03/2021"),
+             "d2": ("What is the date 5 days after 12/06/2022? Give it in the format "
+                    "YYYY-MM-DD.", "2022-06-17"),
+             "d3": ("Write the date March 4, 2021 in the format YYYY-MM-DD.", "2021-03-04"),
+             "d4": ("What is the date 3 days after 2020-01-30? Give it in the format Month D, "
+                    "YYYY.", "February 2, 2020"),
+             "d5": ("Write the date 09/11/2023 in the format Month D, YYYY.", "November 9, 2023"),
+             "d6": ("Write the date July 1, 2024 in the format DD/MM/YYYY.", "01/07/2024")}
+    results = [RolloutResult(task_id=i, messages=(Message(role="system", content="# Dates"),
+                                                  Message(role="user", content=q)),
+                             answer="x", hard=0.0, soft=0.0) for i, (q, _) in asked.items()]
+    return Evidence.of(results, {i: Task(id=i, prompt=q, reference=[a])
+                                 for i, (q, a) in asked.items()})
+
+
+def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> None:
+    # Written by the 1.5B analyst from batches of date questions in three formats: the agent
+    # would write every date so, and two questions in three ask for another format.
+    ev = _dates()
+    quote = find_quote("- Before you answer, ensure the date is formatted as DD/MM/YYYY and "
+                       "include the month name.", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+        "form", "dd mm yyyy", "d1")
+    assert quote.reason() == (
+        "makes a form that training item 'd1' asks for a rule for every task, where other tasks "
+        "ask for another (say when it applies, or follow the form each task asks for): "
+        "'dd mm yyyy'")
+    quote = find_quote("Ensure that the date format is YYYY-MM-DD.", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == ("form", "yyyy mm dd")
+    quote = find_quote("- Reply with the date as Month D, YYYY.", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == ("form", "month d yyyy")
+    # The sentence with the form goes; the one that says when keeps its place.
+    kept = clean_text("- Write dates as YYYY-MM-DD. If the question names no format, use the "
+                      "one the date is given in.", ev)
+    assert kept.clean == "- If the question names no format, use the one the date is given in."
+    assert [q.kind for _, q in kept.removed] == ["form"]
+    for rule in ("- If the question asks for DD/MM/YYYY, put the day first.",
+                 "- Write the date in the format the question asks for, such as YYYY-MM-DD.",
+                 "- Use the format the question names (YYYY-MM-DD, DD/MM/YYYY or Month D, "
+                 "YYYY), with two digits for the day and month where the format has DD and MM.",
+                 "- For DD/MM/YYYY, put the day first.",
+                 "- Count the days one at a time, across the end of the month.",
+                 "- Reply with the date only."):
+        assert find_quote(rule, ev) is None, rule
+    # A form the skill holds is its own; a form every request of the batch names is the task's.
+    assert find_quote("- Write dates as YYYY-MM-DD.", ev,
+                      "# Dates\n\n- Write dates as YYYY-MM-DD.\n") is None
+    alike = Evidence.of([RolloutResult(task_id=f"s{i}", answer="x", hard=0.0, soft=0.0,
+                                       messages=(Message(role="user", content=f"Add {i} days to "
+                                                         "2020-01-01; answer in YYYY-MM-DD."),))
+                         for i in range(3)])
+    assert find_quote("- Write dates as YYYY-MM-DD.", alike) is None
+    # Times: questions asking for HH:MM:SS or HH:MM, either fixed for all.
+    times = _times()
+    for rule, form in (("- Reply with the duration in HH:MM:SS.", "hh mm ss"),
+                       ("- Reply in HH:MM, two digits per field.", "hh mm")):
+        quote = find_quote(rule, times)
+        assert quote is not None and (quote.kind, quote.quoted) == ("form", form), rule
+
+
 def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:
     for rule in ("Reply with the answer only.", "Put the answer on the last line.",
                  "Give the number as the answer, without units.",

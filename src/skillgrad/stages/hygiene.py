@@ -82,7 +82,8 @@ _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it is recorded
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
-               "instructions", "refused", "unseen", "analysis", "group", "about", "narrow"]
+               "instructions", "refused", "unseen", "analysis", "group", "about", "narrow",
+               "form"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -189,6 +190,9 @@ class Quote:
             "about": "speaks about the agent instead of to it",
             "narrow": f"makes a word only the question of training item{where} asks about a "
                       "rule for every task (say when it applies)",
+            "form": f"makes a form that training item{where} asks for a rule for every task, "
+                    "where other tasks ask for another (say when it applies, or follow the form "
+                    "each task asks for)",
         }[self.kind]
         return f"{what}: {self.quoted!r}"
 
@@ -213,6 +217,7 @@ class Evidence:
     instructions: tuple[tuple[str, ...], ...] = ()
     questions: Mapping[str, frozenset[str]] = field(default_factory=dict)
     shapes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    forms: Mapping[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -231,6 +236,7 @@ class Evidence:
         groups: dict[str, str] = {}
         questions: dict[str, frozenset[str]] = {}
         shapes: dict[str, frozenset[str]] = {}
+        forms: dict[str, frozenset[tuple[str, ...]]] = {}
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -242,6 +248,8 @@ class Evidence:
             questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
+            forms[r.task_id] = frozenset(f for m in r.messages if m.role == "user"
+                                         for f in _forms(m.text()))
             replies[r.task_id] = tuple(words(" \n ".join(
                 m.text() for m in r.messages if m.role == "assistant")))
             if r.reason:
@@ -256,7 +264,7 @@ class Evidence:
             instructions = prompts.fixed_texts()
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions, shapes)
+                   questions, shapes, forms)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -268,7 +276,7 @@ _QUESTION = re.compile(r"[^.?!\n]*\?")
 # A rule that says when it applies: a condition anywhere in it, a label before a colon
 # ("Dates: ...", "Rule year: ..."), or "for" before the kind it names ("For a date, ...").
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
-_LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):")
+_LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):(?=\s|$)")  # not "HH:MM"
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 # A thing a rule presumes every task has: the word after "the" or a possessive, or after one
 # word more ("just the date", "the full date", "your final answer"). "a year", "each date" are
@@ -276,6 +284,13 @@ _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 _NAMED = re.compile(r"\b(?:the|its|their|your)\s+((?:[a-z]+\s+)?[a-z]+)", re.I)
 # The words every question is asked with.
 _ASKING = frozenset("what which who whom whose when where why how".split())
+# A form written with placeholders: capitals ("YYYY", "HH", "D"; not the words "A" and "I"),
+# joined by punctuation or a space, with a capitalised word before them ("Month D, YYYY").
+_CAPS = r"(?:(?![AI]\b)[A-Z]{1,6}\b)"
+_FORM = re.compile(rf"(?:\b[A-Z][a-z]+[ ]+(?={_CAPS}))?\b{_CAPS}(?:(?:[/:.\-]|,?[ ]+){_CAPS})*")
+# A sentence that leaves the form to the request ("the format the question asks for").
+_POINTED = re.compile(r"\b(?:asks?|asked|requests?|requested|specified|specifies|names|named|"
+                      r"given|wants|wanted|says|stated)\b", re.I)
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
 _STARTS = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)([A-Z][a-z]+)")
 
@@ -328,10 +343,10 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _group_quote(mine, own, evidence) or _names_quote(mine, own, evidence)
+            or _group_quote(text, mine, own, evidence) or _names_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
-            or _narrow_quote(text, mine, own, evidence))
+            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, own, evidence))
 
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -419,7 +434,8 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     return Quote("instance", quoted, ids[0])
 
 
-def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+def _group_quote(text: str, mine: list[str], own: list[str],
+                 evidence: Evidence) -> Quote | None:
     """A run of :data:`GROUP_RUN` words that the inputs of two or more tasks hold, but fewer
     than the scaffolding share, and whose content word no other task's input has: the wording
     of one group of tasks (the tasks about one entity, or of one question template), an
@@ -428,12 +444,14 @@ def _group_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     quotes none. Three words of one task's input, two of which no other task's input has
     ("while researching wheatgrass juicers"), are that task's: shorter than an instance run,
     and as much that item's. So is a run with a number of two digits or more that few tasks'
-    inputs hold ("longer than 113")."""
+    inputs hold ("longer than 113"). A run inside a form written in placeholders ("Month D,
+    YYYY") is that form's, which :func:`_form_quote` judges."""
     n_tasks = len(evidence.inputs)
     if n_tasks < 3:
         return None
     counts = _task_counts(evidence.inputs.values())
     runs = {r for r in _runs(mine, GROUP_RUN) - _runs(own, GROUP_RUN) if _content(r) >= 1}
+    runs -= {r for form in _forms(text) for r in _runs(form, GROUP_RUN)}
     if not runs:
         return None
     holders: dict[tuple[str, ...], list[str]] = {}
@@ -491,6 +509,49 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     if not narrow or any(w in kinds for w, _ in narrow):  # "For a date, ..." says when
         return None
     return Quote("narrow", *narrow[0])
+
+
+def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
+    """A sentence with no condition that fixes one form (a run of placeholders written in
+    capitals, "DD/MM/YYYY", "HH:MM:SS", "Month D, YYYY") which the requests of some of the
+    step's tasks name while others name another with some of its placeholders: one request's
+    form made a rule for every task, where the form belongs to each task. "Reply in HH:MM:SS"
+    written from a batch whose questions ask for HH:MM:SS or HH:MM is right for some of them
+    only. The sentence that says when it applies ("If the question asks for HH:MM:SS, ..."),
+    that points to the request ("the format the question asks for, such as ..."), and a text
+    that names two forms ("HH:MM or HH:MM:SS") pass, as does a form the skill holds."""
+    if len(evidence.forms) < 2 or _LABEL.match(text):
+        return None
+    sentences = _SENTENCE_END.split(text)
+    forms = {f for sentence in sentences for f in _forms(sentence)}
+    if len(forms) != 1:  # none, or several: alternatives named, not one fixed
+        return None
+    form = next(iter(forms))
+    if form in _runs(own, len(form)):
+        return None
+    for sentence in sentences:
+        if (form not in _forms(sentence) or _CONDITION.search(sentence)
+                or _POINTED.search(sentence)
+                or set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}):
+            continue
+        holders = [i for i, named in evidence.forms.items() if form in named]
+        others = [i for i, named in evidence.forms.items()
+                  if form not in named and any(set(form) & set(f) for f in named)]
+        if holders and others:
+            return Quote("form", " ".join(form), holders[0])
+    return None
+
+
+def _forms(sentence: str) -> set[tuple[str, ...]]:
+    """The runs of placeholders a sentence holds: words written in capitals ("YYYY", "D";
+    "A" and "I" are words), with what joins them ("/", ":", "-", a comma, one lower-case word
+    such as "Month" before them), as words."""
+    found = set()
+    for m in _FORM.finditer(sentence):
+        run = words(m.group(0))
+        if run:
+            found.add(tuple(run))
+    return found
 
 
 def _rare_shape(asking: Sequence[str], evidence: Evidence) -> bool:
