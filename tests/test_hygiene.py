@@ -357,11 +357,18 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "yyyy mm dd")
     quote = find_quote("- Reply with the date as Month D, YYYY.", ev)
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "month d yyyy")
-    # The sentence with the form goes; the one that says when keeps its place.
-    kept = clean_text("- Write dates as YYYY-MM-DD. If the question names no format, use the "
-                      "one the date is given in.", ev)
-    assert kept.clean == "- If the question names no format, use the one the date is given in."
-    assert [q.kind for _, q in kept.removed] == ["form"]
+    # What is kept is the form each task asks for, with the forms the requests name, and the
+    # form taken out is said; so is a form copied with the request's words.
+    kept = clean_text("- Before you answer, ensure that the date format is YYYY-MM-DD.", ev)
+    assert kept.clean == ("- Before you answer, ensure that the date format is the format the "
+                          "task asks for (DD/MM/YYYY, YYYY-MM-DD or Month D, YYYY).")
+    assert [(text, q.kind) for text, q in kept.removed] == [("YYYY-MM-DD", "form")]
+    assert find_quote("- Write dates in the format YYYY-MM-DD.", ev) is not None
+    kept = clean_text("- Write dates in the format YYYY-MM-DD.", ev)
+    assert kept.clean == ("- Write dates in the format the task asks for (DD/MM/YYYY, "
+                          "YYYY-MM-DD or Month D, YYYY).")
+    # A rule that quotes a task besides is not repaired: it goes, whole.
+    assert clean_text("- Write dates as YYYY-MM-DD, like 2022-06-17.", ev).clean is None
     for rule in ("- If the question asks for DD/MM/YYYY, put the day first.",
                  "- Write the date in the format the question asks for, such as YYYY-MM-DD.",
                  "- Use the format the question names (YYYY-MM-DD, DD/MM/YYYY or Month D, "
@@ -384,6 +391,8 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
                        ("- Reply in HH:MM, two digits per field.", "hh mm")):
         quote = find_quote(rule, times)
         assert quote is not None and (quote.kind, quote.quoted) == ("form", form), rule
+    assert clean_text("- Reply with the duration in HH:MM:SS format.", times).clean == (
+        "- Reply with the duration in the format the task asks for (HH:MM:SS or HH:MM).")
 
 
 def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:

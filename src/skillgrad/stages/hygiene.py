@@ -218,6 +218,7 @@ class Evidence:
     questions: Mapping[str, frozenset[str]] = field(default_factory=dict)
     shapes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     forms: Mapping[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
+    form_texts: Mapping[tuple[str, ...], str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -237,6 +238,7 @@ class Evidence:
         questions: dict[str, frozenset[str]] = {}
         shapes: dict[str, frozenset[str]] = {}
         forms: dict[str, frozenset[tuple[str, ...]]] = {}
+        form_texts: dict[tuple[str, ...], str] = {}
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -248,8 +250,10 @@ class Evidence:
             questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
-            forms[r.task_id] = frozenset(f for m in r.messages if m.role == "user"
-                                         for f in _forms(m.text()))
+            spans = [f for m in r.messages if m.role == "user" for f in _form_spans(m.text())]
+            forms[r.task_id] = frozenset(f for f, _ in spans)
+            for f, raw in spans:
+                form_texts.setdefault(f, raw)
             replies[r.task_id] = tuple(words(" \n ".join(
                 m.text() for m in r.messages if m.role == "assistant")))
             if r.reason:
@@ -264,7 +268,7 @@ class Evidence:
             instructions = prompts.fixed_texts()
         return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions, shapes, forms)
+                   questions, shapes, forms, form_texts)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -544,14 +548,40 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
 
 def _forms(sentence: str) -> set[tuple[str, ...]]:
     """The runs of placeholders a sentence holds: words written in capitals ("YYYY", "D";
-    "A" and "I" are words), with what joins them ("/", ":", "-", a comma, one lower-case word
+    "A" and "I" are words), with what joins them ("/", ":", "-", a comma, one capitalised word
     such as "Month" before them), as words."""
-    found = set()
-    for m in _FORM.finditer(sentence):
-        run = words(m.group(0))
-        if run:
-            found.add(tuple(run))
-    return found
+    return {f for f, _ in _form_spans(sentence)}
+
+
+def _form_spans(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """Each form of :func:`_forms` in ``text`` with its text as written."""
+    found = [(tuple(words(m.group(0))), m.group(0).rstrip(", ")) for m in _FORM.finditer(text)]
+    return [(f, raw) for f, raw in found if f]
+
+
+# The words around a form that name it a form ("in the format X", "in X format").
+_FORM_SLOT = re.compile(rf"(?i:\b(?:the\s+|a\s+)?(?:format|form)\s+(?:of\s+)?)?(?P<form>"
+                        rf"{_FORM.pattern})(?i:\s+(?:format|form)\b)?")
+
+
+def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
+    """``text`` with the one form it fixed for every task (``quote``) replaced by the form each
+    task asks for, with the forms the step's requests name as examples ("Reply in HH:MM:SS"
+    becomes "Reply in the format the task asks for (HH:MM:SS or HH:MM)"): the condition that
+    separates the requests, from their own words. None when fewer than two forms are known."""
+    form = tuple(quote.quoted.split())
+    alike = list(dict.fromkeys(raw for f, raw in evidence.form_texts.items() if set(f) & set(form)))
+    if form not in evidence.form_texts or len(alike) < 2:
+        return None
+    alike = alike[:3]
+    listed = ", ".join(alike[:-1]) + " or " + alike[-1]
+
+    def point(m: re.Match[str]) -> str:
+        if tuple(words(m.group("form"))) != form:
+            return m.group(0)
+        return f"the format the task asks for ({listed}){m.group(0)[len(m.group(0).rstrip(', ')):]}"
+
+    return _FORM_SLOT.sub(point, text)
 
 
 def _rare_shape(asking: Sequence[str], evidence: Evidence) -> bool:
@@ -693,7 +723,8 @@ def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
     left out and the rest kept, so that a sound instruction is not lost with a pasted verdict
     beside it. Nothing is kept when what remains is under three words. A text refused only for a
     word of evaluation that qualifies the next word ("the gold answer") keeps its instruction
-    without that word, and says so."""
+    without that word, and says so; one that fixes a form one request asks for keeps it with
+    the form each task asks for in its place (:func:`_pointed_form`)."""
     whole = find_quote(text, evidence, skill)
     if whole is None:
         return Cleaned(text)
@@ -705,7 +736,17 @@ def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
 
 def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleaned | None:
     """``text`` refused only for a word of evaluation: without that word where it qualifies the
-    next one, if nothing else is wrong with it then (None: it cannot be repaired so)."""
+    next one; or only for a form one request asks for made a rule for every task: with the
+    form each task asks for in its place (:func:`_pointed_form`); if nothing else is wrong with
+    it then (None: it cannot be repaired so)."""
+    # A form one request names, copied with its words ("in the format YYYY-MM-DD"), is
+    # refused as a quote of that request first; with the form each task asks for in its place,
+    # it may quote nothing.
+    form = quote if quote.kind == "form" else _form_quote(text, words(skill), evidence)
+    if form is not None:
+        pointed = _pointed_form(text, form, evidence)
+        if pointed is not None and find_quote(pointed, evidence, skill) is None:
+            return Cleaned(pointed, ((evidence.form_texts[tuple(form.quoted.split())], form),))
     if quote.kind != "feedback" or quote.quoted not in SCORER_TERMS:
         return None
     fixed, dropped = _drop_scorer_words(text, evidence, skill)
