@@ -393,6 +393,15 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
         assert quote is not None and (quote.kind, quote.quoted) == ("form", form), rule
     assert clean_text("- Reply with the duration in HH:MM:SS format.", times).clean == (
         "- Reply with the duration in the format the task asks for (HH:MM:SS or HH:MM).")
+    # Capitals that are not placeholders of a form: a column, a currency, a protocol word.
+    sheets = Evidence.of([RolloutResult(task_id=i, answer="x", hard=0.0, soft=0.0,
+                                        messages=(Message(role="user", content=q),))
+                          for i, q in (("s1", "Sort the sheet by columns B, C in USD."),
+                                       ("s2", "Sort the sheet by column B in EUR."),
+                                       ("s3", "Reply with ACTION: sort and column C."))])
+    for rule in ("- Sort by column B first.", "- Give amounts in USD.",
+                 "- Write one ACTION line."):
+        assert find_quote(rule, sheets) is None, rule
 
 
 def test_rules_the_agent_can_follow_about_its_answer_pass() -> None:

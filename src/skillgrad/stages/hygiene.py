@@ -549,14 +549,15 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
 def _forms(sentence: str) -> set[tuple[str, ...]]:
     """The runs of placeholders a sentence holds: words written in capitals ("YYYY", "D";
     "A" and "I" are words), with what joins them ("/", ":", "-", a comma, one capitalised word
-    such as "Month" before them), as words."""
+    such as "Month" before them), as words (see :func:`_form_spans`)."""
     return {f for f, _ in _form_spans(sentence)}
 
 
 def _form_spans(text: str) -> list[tuple[tuple[str, ...], str]]:
-    """Each form of :func:`_forms` in ``text`` with its text as written."""
+    """Each form of :func:`_forms` in ``text`` with its text as written: two placeholders at
+    least, one of two letters or more ("HH:MM", "Month D, YYYY"; not "B, C", not "USD")."""
     found = [(tuple(words(m.group(0))), m.group(0).rstrip(", ")) for m in _FORM.finditer(text)]
-    return [(f, raw) for f, raw in found if f]
+    return [(f, raw) for f, raw in found if len(f) >= 2 and any(len(w) >= 2 for w in f)]
 
 
 # The words around a form that name it a form ("in the format X", "in X format").
