@@ -353,6 +353,16 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
         "makes a form that training item 'd1' asks for a rule for every task, where other tasks "
         "ask for another (say when it applies, or follow the form each task asks for): "
         "'dd mm yyyy'")
+    # Accepted by the gate before this check (seed 2 of the dates set): a form no request asks
+    # for beside it is no alternative, and a condition that names neither the form nor the
+    # request does not say when the form applies.
+    for rule in ("- Use the format DD/MM/YYYY. If the month is not specified, use the correct "
+                 "format of MM/DD/YYYY.",
+                 "- Before you answer, make sure the date is in the correct format (DD/MM/YYYY) "
+                 "and specifies the month if not.",
+                 "- Use DD/MM/YYYY, not another format.", "- Dates: DD/MM/YYYY."):
+        quote = find_quote(rule, ev)
+        assert quote is not None and (quote.kind, quote.quoted) == ("form", "dd mm yyyy"), rule
     quote = find_quote("Ensure that the date format is YYYY-MM-DD.", ev)
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "yyyy mm dd")
     quote = find_quote("- Reply with the date as Month D, YYYY.", ev)
@@ -374,6 +384,10 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
                  "- Use the format the question names (YYYY-MM-DD, DD/MM/YYYY or Month D, "
                  "YYYY), with two digits for the day and month where the format has DD and MM.",
                  "- For DD/MM/YYYY, put the day first.",
+                 "- DD/MM/YYYY questions: put the day first.",
+                 "- Put the day first when the question asks for DD/MM/YYYY.",
+                 "- Write DD/MM/YYYY if the task says so, and count the days first.",
+                 "- Write the date in the requested format, such as DD/MM/YYYY.",
                  "- Count the days one at a time, across the end of the month.",
                  "- Reply with the date only."):
         assert find_quote(rule, ev) is None, rule

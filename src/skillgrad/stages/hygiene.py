@@ -293,8 +293,13 @@ _ASKING = frozenset("what which who whom whose when where why how".split())
 _CAPS = r"(?:(?![AI]\b)[A-Z]{1,6}\b)"
 _FORM = re.compile(rf"(?:\b[A-Z][a-z]+[ ]+(?={_CAPS}))?\b{_CAPS}(?:(?:[/:.\-]|,?[ ]+){_CAPS})*")
 # A sentence that leaves the form to the request ("the format the question asks for").
-_POINTED = re.compile(r"\b(?:asks?|asked|requests?|requested|specified|specifies|names|named|"
-                      r"given|wants|wanted|says|stated)\b", re.I)
+_REQUEST = re.compile(r"\b(?:question|task|request|prompt|instruction)s?\b", re.I)
+_POINTED = re.compile(
+    r"\b(?:question|task|request|prompt|instruction)s?\s+(?:\w+\s+){0,2}?(?:asks?|asked|"
+    r"names?|named|specif(?:y|ies|ied)|gives?|given|wants?|says?|states?|requests?|requires?)\b"
+    r"|\b(?:requested|given|specified|stated|named|required)\s+(?:format|form)s?\b"
+    r"|\b(?:format|form)s?\s+(?:asked\s+for|requested|given|specified|named|required)\b"
+    r"|\b(?:format|form)s?\s+(?:in|of|from)\s+the\s+(?:question|task|request|prompt)\b", re.I)
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z]+|\d[\d,_]*\d)(?![\w])")
 _STARTS = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)([A-Z][a-z]+)")
 
@@ -516,25 +521,29 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
 
 
 def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
-    """A sentence with no condition that fixes one form (a run of placeholders written in
-    capitals, "DD/MM/YYYY", "HH:MM:SS", "Month D, YYYY") which the requests of some of the
-    step's tasks name while others name another with some of its placeholders: one request's
-    form made a rule for every task, where the form belongs to each task. "Reply in HH:MM:SS"
-    written from a batch whose questions ask for HH:MM:SS or HH:MM is right for some of them
-    only. The sentence that says when it applies ("If the question asks for HH:MM:SS, ..."),
-    that points to the request ("the format the question asks for, such as ..."), and a text
-    that names two forms ("HH:MM or HH:MM:SS") pass, as does a form the skill holds."""
-    if len(evidence.forms) < 2 or _LABEL.match(text):
+    """A sentence that fixes one form (a run of placeholders written in capitals,
+    "DD/MM/YYYY", "HH:MM:SS", "Month D, YYYY") which the requests of some of the step's tasks
+    name while others name another with some of its placeholders: one request's form made a
+    rule for every task, where the form belongs to each task. "Reply in HH:MM:SS" written from
+    a batch whose questions ask for HH:MM:SS or HH:MM is right for some of them only. A
+    sentence whose condition names the form or the request ("If the question asks for
+    HH:MM:SS, ..."; not "... and specifies the month if not"), that points to the request ("the
+    format the question asks for, such as ..."), a text that names two of the forms asked for
+    ("HH:MM or HH:MM:SS"), and a form the skill holds, pass."""
+    label = _LABEL.match(text)  # "DD/MM/YYYY questions: ..." says when; "Dates: ..." does not
+    if len(evidence.forms) < 2 or (label and (_forms(label.group(1))
+                                              or _REQUEST.search(label.group(1)))):
         return None
+    asked = set().union(*evidence.forms.values())
     sentences = _SENTENCE_END.split(text)
-    forms = {f for sentence in sentences for f in _forms(sentence)}
-    if len(forms) != 1:  # none, or several: alternatives named, not one fixed
+    forms = {f for sentence in sentences for f in _asked_forms(sentence, asked)}
+    if len(forms) != 1:  # none asked for, or several: alternatives named, not one fixed
         return None
     form = next(iter(forms))
     if form in _runs(own, len(form)):
         return None
     for sentence in sentences:
-        if (form not in _forms(sentence) or _CONDITION.search(sentence)
+        if (form not in _asked_forms(sentence, asked) or _scoped(sentence)
                 or _POINTED.search(sentence)
                 or set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}):
             continue
@@ -544,6 +553,23 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
         if holders and others:
             return Quote("form", " ".join(form), holders[0])
     return None
+
+
+def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """The forms of ``sentence`` that are among the ``asked`` ones, read without the
+    capitalised word before them where only so they are ("Use YYYY-MM-DD")."""
+    found = _forms(sentence)
+    return {f if f in asked else f[1:] for f in found if f in asked or f[1:] in asked}
+
+
+def _scoped(sentence: str) -> bool:
+    """Whether a condition of ``sentence`` names a form or the request ("If the question asks
+    for DD/MM/YYYY", "when the task gives a format"): one that says when a form applies."""
+    for m in _CONDITION.finditer(sentence):
+        clause = re.split(r"[,;.]\s", sentence[m.start():] + " ", maxsplit=1)[0]
+        if _forms(clause) or _REQUEST.search(clause):
+            return True
+    return False
 
 
 def _forms(sentence: str) -> set[tuple[str, ...]]:
@@ -561,8 +587,8 @@ def _form_spans(text: str) -> list[tuple[tuple[str, ...], str]]:
 
 
 # The words around a form that name it a form ("in the format X", "in X format").
-_FORM_SLOT = re.compile(rf"(?i:\b(?:the\s+|a\s+)?(?:format|form)\s+(?:of\s+)?)?(?P<form>"
-                        rf"{_FORM.pattern})(?i:\s+(?:format|form)\b)?")
+_FORM_SLOT = re.compile(rf"(?P<open>\()?(?i:\b(?:the\s+|a\s+)?(?:format|form)\s+(?:of\s+)?)?"
+                        rf"(?P<form>{_FORM.pattern})(?i:\s+(?:format|form)\b)?(?P<close>\))?")
 
 
 def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
@@ -578,9 +604,18 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
     listed = ", ".join(alike[:-1]) + " or " + alike[-1]
 
     def point(m: re.Match[str]) -> str:
-        if tuple(words(m.group("form"))) != form:
+        raw = m.group("form")
+        named = tuple(words(raw))
+        if named == form:
+            lead = ""
+        elif named[1:] == form:  # a capitalised word before the form ("Use YYYY-MM-DD"): kept
+            lead = raw.split()[0] + " "
+        else:
             return m.group(0)
-        return f"the format the task asks for ({listed}){m.group(0)[len(m.group(0).rstrip(', ')):]}"
+        if m.group("open") and m.group("close"):  # "the correct format (DD/MM/YYYY)"
+            return f"({lead}the format the task asks for: {listed})"
+        trail = m.group(0)[len(m.group(0).rstrip(", )")):]  # what the form's match took after it
+        return f"{m.group('open') or ''}{lead}the format the task asks for ({listed}){trail}"
 
     return _FORM_SLOT.sub(point, text)
 
