@@ -394,6 +394,10 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     # A form the skill holds is its own; a form every request of the batch names is the task's.
     assert find_quote("- Write dates as YYYY-MM-DD.", ev,
                       "# Dates\n\n- Write dates as YYYY-MM-DD.\n") is None
+    # A skill that lists the forms fixes none of them: one of them fixed later is refused.
+    listing = f"# Dates\n\n{kept.clean}\n"
+    quote = find_quote("- Reply with the date in 'Month D, YYYY' format.", ev, listing)
+    assert quote is not None and (quote.kind, quote.quoted) == ("form", "month d yyyy")
     alike = Evidence.of([RolloutResult(task_id=f"s{i}", answer="x", hard=0.0, soft=0.0,
                                        messages=(Message(role="user", content=f"Add {i} days to "
                                                          "2020-01-01; answer in YYYY-MM-DD."),))

@@ -355,7 +355,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
             or _group_quote(text, mine, own, evidence) or _names_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
-            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, own, evidence))
+            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, skill, evidence))
 
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -520,7 +520,7 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     return Quote("narrow", *narrow[0])
 
 
-def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
+def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     """A sentence that fixes one form (a run of placeholders written in capitals,
     "DD/MM/YYYY", "HH:MM:SS", "Month D, YYYY") which the requests of some of the step's tasks
     name while others name another with some of its placeholders: one request's form made a
@@ -529,7 +529,7 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     sentence whose condition names the form or the request ("If the question asks for
     HH:MM:SS, ..."; not "... and specifies the month if not"), that points to the request ("the
     format the question asks for, such as ..."), a text that names two of the forms asked for
-    ("HH:MM or HH:MM:SS"), and a form the skill holds, pass."""
+    ("HH:MM or HH:MM:SS"), and the one form the skill fixes, pass."""
     label = _LABEL.match(text)  # "DD/MM/YYYY questions: ..." says when; "Dates: ..." does not
     if len(evidence.forms) < 2 or (label and (_forms(label.group(1))
                                               or _REQUEST.search(label.group(1)))):
@@ -540,7 +540,9 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     if len(forms) != 1:  # none asked for, or several: alternatives named, not one fixed
         return None
     form = next(iter(forms))
-    if form in _runs(own, len(form)):
+    # The skill's own form, fixed there already; not one it lists among others ("the format
+    # the task asks for (DD/MM/YYYY or YYYY-MM-DD)"), which fixes none.
+    if _asked_forms(skill, asked) == {form}:
         return None
     for sentence in sentences:
         if (form not in _asked_forms(sentence, asked) or _scoped(sentence)
@@ -556,10 +558,20 @@ def _form_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
 
 
 def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
-    """The forms of ``sentence`` that are among the ``asked`` ones, read without the
-    capitalised word before them where only so they are ("Use YYYY-MM-DD")."""
-    found = _forms(sentence)
-    return {f if f in asked else f[1:] for f in found if f in asked or f[1:] in asked}
+    """The forms of ``sentence`` that are among the ``asked`` ones: in each run of
+    placeholders, from the left, the longest asked form that starts there ("Use YYYY-MM-DD" holds
+    YYYY-MM-DD; "DD/MM/YYYY, YYYY-MM-DD" holds two; "HH:MM:SS" holds HH:MM:SS, not HH:MM)."""
+    found: set[tuple[str, ...]] = set()
+    for run in _forms(sentence):
+        i = 0
+        while i < len(run):
+            here = [run[i:j] for j in range(len(run), i, -1) if run[i:j] in asked]
+            if here:
+                found.add(here[0])
+                i += len(here[0])
+            else:
+                i += 1
+    return found
 
 
 def _scoped(sentence: str) -> bool:
@@ -778,7 +790,7 @@ def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleane
     # A form one request names, copied with its words ("in the format YYYY-MM-DD"), is
     # refused as a quote of that request first; with the form each task asks for in its place,
     # it may quote nothing.
-    form = quote if quote.kind == "form" else _form_quote(text, words(skill), evidence)
+    form = quote if quote.kind == "form" else _form_quote(text, skill, evidence)
     if form is not None:
         pointed = _pointed_form(text, form, evidence)
         if pointed is not None and find_quote(pointed, evidence, skill) is None:
