@@ -398,6 +398,9 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     listing = f"# Dates\n\n{kept.clean}\n"
     quote = find_quote("- Reply with the date in 'Month D, YYYY' format.", ev, listing)
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "month d yyyy")
+    assert clean_text("- Reply with the date in 'Month D, YYYY' format.", ev, listing).clean == (
+        "- Reply with the date in the format the task asks for (DD/MM/YYYY, YYYY-MM-DD or "
+        "Month D, YYYY).")
     alike = Evidence.of([RolloutResult(task_id=f"s{i}", answer="x", hard=0.0, soft=0.0,
                                        messages=(Message(role="user", content=f"Add {i} days to "
                                                          "2020-01-01; answer in YYYY-MM-DD."),))

@@ -598,9 +598,10 @@ def _form_spans(text: str) -> list[tuple[tuple[str, ...], str]]:
     return [(f, raw) for f, raw in found if len(f) >= 2 and any(len(w) >= 2 for w in f)]
 
 
-# The words around a form that name it a form ("in the format X", "in X format").
+# The words around a form that name it a form ("in the format X", "in 'X' format").
 _FORM_SLOT = re.compile(rf"(?P<open>\()?(?i:\b(?:the\s+|a\s+)?(?:format|form)\s+(?:of\s+)?)?"
-                        rf"(?P<form>{_FORM.pattern})(?i:\s+(?:format|form)\b)?(?P<close>\))?")
+                        rf"['\"‘“]?(?P<form>{_FORM.pattern})['\"’”]?"
+                        rf"(?i:\s+(?:format|form)\b)?(?P<close>\))?")
 
 
 def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
