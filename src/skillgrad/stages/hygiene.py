@@ -13,6 +13,10 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   them) asks about, where those tasks' answers are of a shape few of the batch's share ("Reply
   with just the date" in a batch where one question asks for a date); the same rule that says
   when it applies ("If the question asks for a date, ...") is kept;
+* **makes one request's form a rule for all**: a form written in placeholders ("DD/MM/YYYY")
+  that only some of the step's requests ask for, where others ask for another; it is given
+  the form each task asks for in its place ("the format the task asks for (DD/MM/YYYY or
+  YYYY-MM-DD)"), the condition that separates the requests, and kept;
 * **echoes the scorer's feedback**: a run of words from the failure reasons the optimizer read
   (a shorter run when it holds a word only the scorer uses), or a word of evaluation ("gold",
   "F1", "scoring") that the feedback uses and the agent never sees;
