@@ -862,3 +862,35 @@ def test_a_rule_copying_what_every_task_tells_the_agent_is_refused() -> None:
     assert quote is not None and quote.kind == "scaffolding"
     assert find_quote("Before you answer, call search with the question's names.",
                       evidence, skill) is None
+
+
+def test_an_analysts_one_format_for_every_question_goes_on_as_the_format_each_asks_for() -> None:
+    """The dates set's analysts, shown questions that ask for three formats, wrote one for all.
+    The rule goes on with the format each question asks for, the format taken out is reported,
+    and the analyst is not asked again for it."""
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+
+    asked = {"d1": ("Write the date 2021-03-04 in the format DD/MM/YYYY.", "04/03/2021"),
+             "d2": ("Write the date 12/06/2022 in the format YYYY-MM-DD.", "2022-06-12"),
+             "d3": ("What is the date 3 days after 2020-01-30? Give it in the format Month D, "
+                    "YYYY.", "February 2, 2020")}
+    failed = [RolloutResult(task_id=i, answer="2021-03-04", hard=0.0, soft=0.0, reason="wrong",
+                            messages=(Message(role="system", content="S"),
+                                      Message(role="user", content=q),
+                                      Message(role="assistant", content="2021-03-04")))
+              for i, (q, _) in asked.items()]
+    model = ScriptedModel([json.dumps({"difference": "wrong format", "rules": [
+        "Before you answer, ensure the date is formatted as YYYY-MM-DD."]})])
+    tasks = {i: Task(id=i, prompt=q, reference=[a]) for i, (q, a) in asked.items()}
+    patch = analyse("failure", failed, "# Skill\n\nAnswer.\n", model,
+                    ReflectSettings(form="rules", max_edits=2), "", 0,
+                    Evidence.of(failed, tasks), tasks=tasks)
+    assert [e.content for e in patch.edits] == [
+        "- Before you answer, ensure the date is formatted as the format the task asks for "
+        "(DD/MM/YYYY, YYYY-MM-DD or Month D, YYYY)."]
+    assert [(r.item.content, r.reason.split(":")[1].strip()) for r in patch.refused] == [
+        ("YYYY-MM-DD", "makes a form that training item 'd2' asks for a rule for every task, "
+                       "where other tasks ask for another (say when it applies, or follow the "
+                       "form each task asks for)")]
+    assert len(model.calls) == 1
