@@ -548,17 +548,16 @@ def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     # the task asks for (DD/MM/YYYY or YYYY-MM-DD)"), which fixes none.
     if _asked_forms(skill, asked) == {form}:
         return None
-    for sentence in sentences:
-        if (form not in _asked_forms(sentence, asked) or _scoped(sentence)
-                or _POINTED.search(sentence)
-                or set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}):
-            continue
-        holders = [i for i, named in evidence.forms.items() if form in named]
-        others = [i for i, named in evidence.forms.items()
-                  if form not in named and any(set(form) & set(f) for f in named)]
-        if holders and others:
-            return Quote("form", " ".join(form), holders[0])
-    return None
+    holders = [i for i, named in evidence.forms.items() if form in named]
+    others = [i for i, named in evidence.forms.items()
+              if form not in named and any(set(form) & set(f) for f in named)]
+    if not (holders and others):
+        return None
+    fixed = any(form in _asked_forms(sentence, asked) and not _scoped(sentence)
+                and not _POINTED.search(sentence)
+                and not set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}
+                for sentence in sentences)
+    return Quote("form", " ".join(form), holders[0]) if fixed else None
 
 
 def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
