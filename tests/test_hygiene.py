@@ -15,7 +15,7 @@ from conftest import toy_config
 
 from skillgrad.config import load_config
 from skillgrad.models.messages import Message
-from skillgrad.records import RolloutResult, Task
+from skillgrad.records import Edit, Refused, RolloutResult, Task
 from skillgrad.rundir import read_jsonl
 from skillgrad.stages.hygiene import Evidence, clean_text, find_quote
 from skillgrad.testing import scripted_optimizer
@@ -118,7 +118,7 @@ def test_a_word_of_evaluation_the_agent_never_sees_is_an_echo() -> None:
     # where it only qualifies the next word, screening drops it and keeps the instruction
     kept = clean_text("Provide only the exact gold answer, without extra words.", evidence)
     assert kept.clean == "Provide only the exact answer, without extra words."
-    assert [(part, q.kind) for part, q in kept.removed] == [("gold", "feedback")]
+    assert [(part, q.kind) for part, q in kept.repaired] == [("gold", "feedback")]
     # a word the agent does see is its own to use
     seen = [_result("t9", "The gold medal went to Oslo.", "Who won the gold?", "wrong")]
     assert find_quote("If a question names a medal, say who won the gold.",
@@ -372,7 +372,8 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     kept = clean_text("- Before you answer, ensure that the date format is YYYY-MM-DD.", ev)
     assert kept.clean == ("- Before you answer, ensure that the date format is the format the "
                           "task asks for (DD/MM/YYYY, YYYY-MM-DD or Month D, YYYY).")
-    assert [(text, q.kind) for text, q in kept.removed] == [("YYYY-MM-DD", "form")]
+    assert [(text, q.kind) for text, q in kept.repaired] == [("YYYY-MM-DD", "form")]
+    assert kept.removed == ()
     assert find_quote("- Write dates in the format YYYY-MM-DD.", ev) is not None
     kept = clean_text("- Write dates in the format YYYY-MM-DD.", ev)
     assert kept.clean == ("- Write dates in the format the task asks for (DD/MM/YYYY, "
@@ -893,4 +894,11 @@ def test_an_analysts_one_format_for_every_question_goes_on_as_the_format_each_as
         ("YYYY-MM-DD", "makes a form that training item 'd2' asks for a rule for every task, "
                        "where other tasks ask for another (say when it applies, or follow the "
                        "form each task asks for)")]
+    assert patch.refused[0].repaired and patch.refused[0].reason.endswith(
+        "; the rule went on with the format the task asks for in its place")
+    # The step line counts it apart from rules refused whole.
+    from skillgrad.stages.candidate import Proposal
+    whole = Refused(item=Edit(op="append", content="Quote item d1."), reason="refused")
+    assert Proposal(candidate="", refused=(*patch.refused, whole)).losses() == (
+        "hygiene refused 1", "hygiene reworded 1")
     assert len(model.calls) == 1

@@ -122,10 +122,13 @@ class Suggestion(Record):
 
 
 class Refused(Record):
-    """A proposed change that skill hygiene refused before any rollout, and why."""
+    """A proposed change that skill hygiene refused before any rollout, and why.
+    ``repaired``: only this part of it was refused, and the rest went on with it dropped or
+    given the task's form in its place (``item`` holds the part)."""
 
     item: Edit | Suggestion
     reason: str
+    repaired: bool = False
 
 
 class Patch(Record):
@@ -287,7 +290,8 @@ class StepRecord(Record):
     rate: RateDecision | None = None
     reason: str = ""
     changes: tuple[str, ...] = ()
-    n_refused: int = 0  # edits refused before rollout (they quote a training item, ...)
+    n_refused: int = 0  # edits refused before rollout (they quote a training item, ...), less
+    # the parts hygiene replaced or dropped while the rule went on (Refused.repaired)
     # Why no analyst reply of the step could be used (every one failed to parse): the first
     # error and how the reply began; empty when one could, or none was asked for.
     unusable: str = ""

@@ -659,7 +659,7 @@ class Trainer:
             n_reminders=len(proposal.reminders),
             rate=proposal.selection.rate if proposal.selection else None,
             reason=decision.reason if decision.decision in ("refused", "skip") else "",
-            changes=proposal.changes(), n_refused=len(proposal.refused), unusable=unusable,
+            changes=proposal.changes(), n_refused=sum(not r.repaired for r in proposal.refused), unusable=unusable,
             skill_loads=skill_loads(results), references_read=references_read(results),
             trigger=proposal.trigger,
             losses=proposal.losses(),

@@ -153,8 +153,11 @@ class Proposal:
         """Where proposals were lost, or put back, on the way to the candidate: one phrase
         per stage (the analysts' and the aggregate's hygiene, the merge, the update)."""
         out = []
-        if self.refused:
-            out.append(f"hygiene refused {len(self.refused)}")
+        whole = sum(not r.repaired for r in self.refused)
+        if whole:
+            out.append(f"hygiene refused {whole}")
+        if len(self.refused) > whole:  # a part given the task's form, or a word dropped
+            out.append(f"hygiene reworded {len(self.refused) - whole}")
         against = sum(f" {CONTRADICTS} the skill's " in line for line in self.restated)
         said = [f"{n} {what}" for n, what in (
             (len(self.restated) - against, "restating a kept rule or the skill"),

@@ -764,10 +764,13 @@ _LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s
 @dataclass(frozen=True)
 class Cleaned:
     """A text after hygiene: ``clean`` is what may go into the skill (``None``: nothing),
-    ``removed`` the sentences left out, each with the quote that refused it."""
+    ``removed`` the sentences left out, each with the quote that refused it, and ``repaired``
+    the parts of ``clean``'s sentences dropped or given the task's form in their place (a word
+    of evaluation, a form one request asks for), each with its quote."""
 
     clean: str | None
     removed: tuple[tuple[str, Quote], ...] = ()
+    repaired: tuple[tuple[str, Quote], ...] = ()
 
 
 def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
@@ -798,13 +801,14 @@ def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleane
     if form is not None:
         pointed = _pointed_form(text, form, evidence)
         if pointed is not None and find_quote(pointed, evidence, skill) is None:
-            return Cleaned(pointed, ((evidence.form_texts[tuple(form.quoted.split())], form),))
+            return Cleaned(pointed, repaired=((evidence.form_texts[tuple(form.quoted.split())],
+                                               form),))
     if quote.kind != "feedback" or quote.quoted not in SCORER_TERMS:
         return None
     fixed, dropped = _drop_scorer_words(text, evidence, skill)
     if not dropped or find_quote(fixed, evidence, skill) is not None:
         return None
-    return Cleaned(fixed, dropped)
+    return Cleaned(fixed, repaired=dropped)
 
 
 def _drop_scorer_words(text: str, evidence: Evidence,
@@ -826,6 +830,7 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     sentences = [s for s in _SENTENCE_END.split(body.strip()) if s.strip()]
     kept: list[str] = []
     removed: list[tuple[str, Quote]] = []
+    repaired: list[tuple[str, Quote]] = []
     for sentence in sentences:
         quote = find_quote(sentence, evidence, skill)
         fixed = _repaired(sentence, quote, evidence, skill) if quote is not None else None
@@ -833,17 +838,17 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
             kept.append(sentence)
         elif fixed is not None and fixed.clean is not None:
             kept.append(fixed.clean)
-            removed.extend(fixed.removed)
+            repaired.extend(fixed.repaired)
         else:
             removed.append((sentence, quote))
-    if not removed:  # the quote spans sentences: nothing to keep apart from it
+    if not removed and not repaired:  # the quote spans sentences: nothing to keep apart from it
         return Cleaned(None, ((text, whole),))
     rest = " ".join(kept).strip()
     rest = _LEAD.sub("", rest)
     rest = rest[:1].upper() + rest[1:]
     if len(words(rest)) < 3 or find_quote(rest, evidence, skill) is not None:
         return Cleaned(None, ((text, whole),))
-    return Cleaned(head + rest, tuple(removed))
+    return Cleaned(head + rest, tuple(removed), tuple(repaired))
 
 
 def content_words(text: str) -> set[str]:
@@ -960,9 +965,15 @@ def clean_items(
         is_edit = isinstance(item, Edit)
         field_name = "content" if is_edit else "description"
         result = clean_text(getattr(item, field_name), evidence, skill)
-        for sentence, quote in result.removed:
-            cut = item.model_copy(update={field_name: sentence})
+        for part, quote in result.removed:
+            cut = item.model_copy(update={field_name: part})
             refused.append(Refused(item=cut, reason=f"{REFUSED}: {quote.reason()}"))
+        for part, quote in result.repaired:
+            cut = item.model_copy(update={field_name: part})
+            went_on = ("the format the task asks for in its place" if quote.kind == "form"
+                       else "without it")
+            refused.append(Refused(item=cut, repaired=True, reason=(
+                f"{REFUSED}: {quote.reason()}; the rule went on with {went_on}")))
         if result.clean is not None:
             kept.append(item.model_copy(update={field_name: result.clean}))
     return kept, refused
