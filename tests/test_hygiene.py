@@ -272,6 +272,9 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
     ("Before you answer, include any words that are not in the answer but are in the reply",
      "unseen", "not in the answer but are in the reply"),
     ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
+    ("Make the reply match word for word but for the characters.", "analysis",
+     "word for word but for"),
+    ("Write '03' where it expects '03'.", "analysis", "where it expects"),
     # Screened by the quickstart on the 1.5B model (and rejected by the gate): an expected
     # answer named by its value.
     ("Reply with 'no' for the 'Yes' answer.", "unseen", "the 'Yes' answer"),

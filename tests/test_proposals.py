@@ -315,6 +315,12 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
     ("PARIS!", ["paris"], "matches an expected answer except for case or punctuation"),
     ("London", ["Paris"], "shares no word with any expected answer"),
     ("the big city", ["a big town"], "shares 1 word with an expected answer but differs"),
+    # A word written another way: a leading zero, a spelling. Another number is no such word.
+    ("3:40", ["03:40"], "matches an expected answer word for word but for characters: '3' "
+                        "where it expects '03'"),
+    ("the color red", ["The colour red"], "matches an expected answer word for word but for "
+                                          "characters: 'color' where it expects 'colour'"),
+    ("12:40", ["13:40"], "shares 1 word with an expected answer but differs"),
     ("", ["x"], "is empty"),
     ("42", [], ""),
 ])

@@ -138,7 +138,7 @@ _ABOUT = re.compile(
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
     r"words?\b|\bexcept\s+for\s+case\s+or\s+punctuation\b|\bis\s+part\s+of\s+an?\s+"
-    r"(?:expected\s+)?answer\b"
+    r"(?:expected\s+)?answer\b|\bword\s+for\s+word\s+but\s+for\b|\bwhere\s+it\s+expects\b"
     # The labels the analysts' task accounts are written with ("Its answer, as read from the
     # reply: ...", "Its 3 turns before the reply: ...").
     r"|\bas\s+read\s+from\s+(?:the|its|your)\s+reply\b|\bturns\s+before\s+the\s+reply\b",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
 from typing import Any
 
 from skillgrad.package import split_package
@@ -205,6 +206,9 @@ def _reads_note(result: RolloutResult) -> str:
 
 
 _WORD = re.compile(r"\w+")
+# How alike two words must be (difflib's ratio) to count as one word written two ways:
+# "3" and "03" are 0.67 alike, "color" and "colour" 0.91, "12" and "13" only 0.5.
+NEAR_WORD = 0.6
 
 
 def _words(text: str) -> list[str]:
@@ -239,11 +243,30 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
         short = min(len(w) for w in within) - len(got)
         return ("are part of an expected answer, but shorter",
                 f"is part of an expected answer, {_count(short)} short")
+    near = _near_words(got, wanted)
+    if near:
+        return ("match an expected answer word for word but for some characters",
+                f"matches an expected answer word for word but for characters: {near}")
     shared = max(len(set(got) & set(w)) for w in wanted)
     if shared == 0:
         return "share no word with any expected answer", "shares no word with any expected answer"
     return ("share some words with an expected answer but differ",
             f"shares {_count(shared)} with an expected answer but differs")
+
+
+def _near_words(got: list[str], wanted: list[list[str]]) -> str:
+    """Where ``got`` has as many words as an expected answer and each word that differs is
+    nearly that answer's word (a digit, a letter or two more or fewer: "3" for "03", "color"
+    for "colour"), those words as "'3' where it expects '03'" (at most three); "" otherwise.
+    The difference is then in how a word is written, which a word count does not show."""
+    for w in wanted:
+        if len(w) != len(got):
+            continue
+        pairs = [(g, e) for g, e in zip(got, w, strict=True) if g != e]
+        if pairs and all(SequenceMatcher(None, g, e).ratio() >= NEAR_WORD for g, e in pairs):
+            shown = ", ".join(f"'{g}' where it expects '{e}'" for g, e in pairs[:3])
+            return shown + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+    return ""
 
 
 def _count(n: int) -> str:
