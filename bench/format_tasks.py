@@ -1,16 +1,18 @@
-"""A question-answer set of a kind no bundled example holds, to check training on data of one's
-own the way a new user would: dates, each to be written in the format its question names.
+"""Question-answer sets of kinds no bundled example holds, to check training on data of one's
+own the way a new user would: each answer is to be written in the format its question names.
 
-Half the questions restate a date in another format, half ask for the date some days after one;
-the format asked for is one of ``YYYY-MM-DD``, ``DD/MM/YYYY`` and ``Month D, YYYY``, chosen per
-question, so no one fixed format is right for every question. Generation is seeded, so the same
-command writes the same file.
+``dates``: half the questions restate a date in another format, half ask for the date some
+days after one; the format asked for is one of ``YYYY-MM-DD``, ``DD/MM/YYYY`` and
+``Month D, YYYY``. ``times``: clock-time arithmetic (how long something lasted, or when it
+ends), in ``HH:MM`` or ``HH:MM:SS``, over a handful of everyday settings. In both the format is
+chosen per question, so no one fixed format is right for every question. Generation is seeded,
+so the same command writes the same file.
 
-    python bench/date_tasks.py OUT_DIR [--n 120] [--seed 0]
+    python bench/format_tasks.py OUT_DIR [--kind dates|times] [--n 120] [--seed 0]
 
 OUT_DIR gets ``data.jsonl`` and a ``config.yaml``: the ``qa`` environment with its own initial
 skill, and the quickstart's training settings (four steps of six questions, sized for 2 cores).
-Nothing in it is tuned to dates. Then, for example:
+Nothing in it is tuned to the kind. Then, for example:
 
     python bench/compare.py OUT_DIR/config.yaml --seeds 3 --methods initial,skillgrad
 """
@@ -21,13 +23,24 @@ import argparse
 import datetime as dt
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
-FORMATS = {
+DATE_FORMATS = {
     "YYYY-MM-DD": lambda d: d.strftime("%Y-%m-%d"),
     "DD/MM/YYYY": lambda d: d.strftime("%d/%m/%Y"),
     "Month D, YYYY": lambda d: f"{d.strftime('%B')} {d.day}, {d.year}",
 }
+
+# Settings for a span of clock time: what started, and the words for its start and end.
+SPANS = [
+    ("A phone call", "started at", "ended at"),
+    ("A train", "left at", "arrived at"),
+    ("A meeting", "began at", "finished at"),
+    ("A bread dough", "went into the oven at", "came out at"),
+    ("A backup job", "started at", "completed at"),
+    ("A runner", "set off at", "crossed the finish line at"),
+]
 
 
 CONFIG = """\
@@ -52,23 +65,59 @@ optimizer:
 """
 
 
-def task(rng: random.Random, n: int) -> dict[str, str]:
+def date_task(rng: random.Random, n: int) -> dict[str, str]:
     start = dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(0, 7 * 365))
-    shown_as, asked = rng.sample(sorted(FORMATS), 2)
-    given = FORMATS[shown_as](start)
+    shown_as, asked = rng.sample(sorted(DATE_FORMATS), 2)
+    given = DATE_FORMATS[shown_as](start)
     if rng.random() < 0.5:
         question = f"Write the date {given} in the format {asked}."
-        answer = FORMATS[asked](start)
+        answer = DATE_FORMATS[asked](start)
     else:
         days = rng.randint(2, 20)
         question = f"What is the date {days} days after {given}? Give it in the format {asked}."
-        answer = FORMATS[asked](start + dt.timedelta(days=days))
+        answer = DATE_FORMATS[asked](start + dt.timedelta(days=days))
     return {"id": f"date-{n:03d}", "question": question, "answer": answer}
+
+
+def _clock(seconds: int, with_seconds: bool) -> str:
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h:02d}:{m:02d}:{s:02d}" if with_seconds else f"{h:02d}:{m:02d}"
+
+
+def time_task(rng: random.Random, n: int) -> dict[str, str]:
+    what, began, ended = rng.choice(SPANS)
+    with_seconds = rng.random() < 0.5
+    form = "HH:MM:SS" if with_seconds else "HH:MM"
+    step = 1 if with_seconds else 60
+    start = rng.randrange(6 * 3600, 16 * 3600, step)
+    length = rng.randrange(10 * 60, 5 * 3600, step)
+    if rng.random() < 0.5:
+        question = (
+            f"{what} {began} {_clock(start, with_seconds)} and {ended} "
+            f"{_clock(start + length, with_seconds)}. How long did it take? Reply in {form}."
+        )
+        answer = _clock(length, with_seconds)
+    else:
+        took = _clock(length, with_seconds)
+        question = (
+            f"{what} {began} {_clock(start, with_seconds)} and took {took} ({form}). "
+            f"At what time did it end? Reply in {form}."
+        )
+        answer = _clock(start + length, with_seconds)
+    return {"id": f"time-{n:03d}", "question": question, "answer": answer}
+
+
+KINDS: dict[str, Callable[[random.Random, int], dict[str, str]]] = {
+    "dates": date_task,
+    "times": time_task,
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
+    parser.add_argument("--kind", choices=sorted(KINDS), default="dates")
     parser.add_argument("--n", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -76,7 +125,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "data.jsonl").open("w") as f:
         for n in range(args.n):
-            f.write(json.dumps(task(rng, n)) + "\n")
+            f.write(json.dumps(KINDS[args.kind](rng, n)) + "\n")
     (args.out / "config.yaml").write_text(CONFIG)
     print(f"{args.n} tasks in {args.out / 'data.jsonl'}; config: {args.out / 'config.yaml'}")
 
