@@ -224,6 +224,38 @@ def test_text_refused_earlier_stays_refused_when_it_comes_back() -> None:
     assert find_quote("Reply with the shortest phrase.", ev) is None
 
 
+def test_a_refused_texts_other_words_may_come_again() -> None:
+    """A text refused earlier for some of its words is repeated only by a text with those
+    words: the words around them ("Before you answer, ensure the reply ...") are free. Refused
+    on a time-arithmetic set, and then its condition with them, which is a good rule."""
+    earlier = ("- Before you answer, ensure the reply ends with the answer's format.",
+               "the reply ends with the answer")
+    assert find_quote(earlier[0], Evidence()) is not None  # it was refused for those words
+    ev = Evidence.of([], None, refused=[earlier])
+    assert find_quote("- Before you answer, ensure the reply ends with the format the task "
+                      "asks for (HH:MM or HH:MM:SS).", ev) is None
+    # With them, it repeats the refusal, whatever this step's evidence holds.
+    ferry = ("- Before you answer, check the Zarnow ferry timetable first.", "zarnow ferry")
+    ev = Evidence.of([], None, refused=[ferry], instructions=[])
+    quote = find_quote("- Always check the Zarnow ferry timetable.", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == (
+        "refused", "check the zarnow ferry timetable")
+    assert find_quote("- Before you answer, check the timetable first.", ev) is None
+    # Names refused together are each refused where they stand; the rest of the text is free.
+    dates = ("- Before you answer, ensure that the year 2024 is included. If the day is missing, "
+             "add '20' to the day part of the date.", "2024, 20")
+    ev = Evidence.of([], None, refused=[dates], instructions=[])
+    quote = find_quote("- Before you answer, ensure that the year is included. If the day is "
+                       "missing, add '20' to the day part of the date.", ev)
+    assert quote is not None and quote.kind == "refused" and "20" in quote.quoted.split()
+    assert find_quote("- Before you answer, ensure that the year is included in the date.",
+                      ev) is None
+    # Without the words, any five in a row repeat it, as before.
+    whole = Evidence.of([], None, refused=[dates[0]], instructions=[])
+    assert find_quote("- Before you answer, ensure that the year is included in the date.",
+                      whole) is not None
+
+
 def test_the_prompts_scaffolding_is_not_a_rule() -> None:
     quote = find_quote("Read the passage below carefully and then answer the question.",
                        _evidence())

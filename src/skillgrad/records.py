@@ -129,6 +129,7 @@ class Refused(Record):
     item: Edit | Suggestion
     reason: str
     repaired: bool = False
+    quoted: str = ""  # the words that got it refused, as hygiene read them
 
 
 class Patch(Record):
@@ -318,6 +319,7 @@ class RejectedStep(Record):
     delta: float | None = None
     reminders: tuple[str, ...] = ()
     note: str = ""
+    quoted: str = ""  # refused before rollout: the words that got it refused (Refused.quoted)
 
 
 class PairCounts(Record):

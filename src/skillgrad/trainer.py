@@ -615,8 +615,8 @@ class Trainer:
             global_step=record.global_step, edits=proposal.kept, delta=decision.delta,
             reminders=proposal.reminders, note=note))
         # Refused before rollout, whatever the gate said of the rest: later calls see why.
-        s.rejected += [RejectedStep(global_step=record.global_step, edits=(r.item,), note=r.reason)
-                       for r in proposal.refused]
+        s.rejected += [RejectedStep(global_step=record.global_step, edits=(r.item,), note=r.reason,
+                                    quoted=r.quoted) for r in proposal.refused]
         s.history.append(record)
         s.wall_seconds += record.seconds
         self.run.event("gate", global_step=record.global_step, decision=decision)
@@ -794,7 +794,7 @@ class Trainer:
     def _evidence(self, results: Sequence[RolloutResult]) -> Evidence:
         """What the optimizer is shown with ``results``: their tasks, gold answers and failure
         reasons, and the refused texts the rejected buffer shows it again."""
-        refused = [e.description if isinstance(e, Suggestion) else e.content
+        refused = [(e.description if isinstance(e, Suggestion) else e.content, r.quoted)
                    for r in self._rejected() if r.note.startswith(REFUSED) for e in r.edits]
         return Evidence.of(results, self._train_by_id, refused)
 

@@ -24,7 +24,8 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   environment wraps tasks in), or a run of the optimizer's own instructions (its prompt
   templates' fixed text: "if they miss part of it, say what to include");
 * **repeats what was refused**: a run of words of a text refused earlier, which the rejected
-  buffer shows the optimizer (so a refusal is not undone by proposing it again later).
+  buffer shows the optimizer (so a refusal is not undone by proposing it again later): the
+  words that got it refused, with those around them, not the rest of it.
 
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
@@ -214,7 +215,8 @@ class Evidence:
     inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     feedback: tuple[tuple[str, ...], ...] = ()
-    refused: tuple[tuple[str, ...], ...] = ()
+    # Texts refused earlier, as (words, n): a run of n of those words repeats the refusal.
+    refused: tuple[tuple[tuple[str, ...], int], ...] = ()
     replies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     names: Mapping[str, frozenset[str]] = field(default_factory=dict)
     groups: Mapping[str, str] = field(default_factory=dict)
@@ -226,10 +228,12 @@ class Evidence:
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
-           refused: Sequence[str] = (), instructions: Sequence[str] | None = None,
+           refused: Sequence[str | tuple[str, str]] = (),
+           instructions: Sequence[str] | None = None,
            system: bool = True) -> Evidence:
         """The evidence of a step's rollouts (``tasks`` by id supply the gold answers;
-        ``refused``: texts refused earlier that the optimizer is shown again;
+        ``refused``: texts refused earlier that the optimizer is shown again, each alone or
+        with the words that got it refused (:func:`_refused_runs`);
         ``instructions``: the optimizer's prompts, by default skillgrad's templates;
         ``system``: whether the system messages count as input, which is right when they hold
         the skill the quotes are checked against, and wrong when they hold other skills, as the
@@ -270,7 +274,8 @@ class Evidence:
                     groups[r.task_id] = task.group
         if instructions is None:
             instructions = prompts.fixed_texts()
-        return cls(inputs, answers, tuple(feedback), tuple(tuple(words(t)) for t in refused),
+        return cls(inputs, answers, tuple(feedback),
+                   tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
                    questions, shapes, forms, form_texts)
 
@@ -377,12 +382,34 @@ def _instruction_runs(instructions: tuple[tuple[str, ...], ...]) -> frozenset[tu
     return frozenset(r for seq in instructions for r in _runs(seq, INSTANCE_RUN))
 
 
+def _refused_runs(refused: str | tuple[str, str]) -> list[tuple[tuple[str, ...], int]]:
+    """What of a text refused earlier a later text must not repeat, as (words, n) pairs (a run
+    of n of those words repeats it): where the words that got it refused are known and found in
+    it, each stretch of it that holds them whole, with the words around them to make at least
+    five ("ensure the reply ends with the answer's format", refused for "the reply ends with
+    the answer", is not repeated by "ensure the reply ends with the format the task asks for");
+    otherwise any five words of it in a row."""
+    text, quoted = (refused, "") if isinstance(refused, str) else refused
+    seq, bad = words(text), words(quoted)
+    spans = [(i, len(bad)) for i in range(len(seq) - len(bad) + 1)
+             if bad and seq[i : i + len(bad)] == bad]
+    if not spans:  # names refused together ("2024, 20"): each where it stands
+        spans = [(i, 1) for i, w in enumerate(seq) if w in bad]
+    if not spans:
+        return [(tuple(seq), SCORER_RUN)]
+    out = []
+    for i, k in spans:
+        n = max(SCORER_RUN, k)
+        for start in range(max(0, i + k - n), min(i, len(seq) - n) + 1):
+            out.append((tuple(seq[start : start + n]), n))
+    return out or [(tuple(seq), SCORER_RUN)]
+
+
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    runs = _new_runs(mine, own, SCORER_RUN)
-    for seq in evidence.refused:
-        hits = _in_order(mine, runs & _runs(seq, SCORER_RUN), SCORER_RUN)
+    for seq, n in evidence.refused:
+        hits = _in_order(mine, _new_runs(mine, own, n) & _runs(seq, n), n)
         if hits:
-            return Quote("refused", _longest(mine, hits[0], SCORER_RUN, [seq]))
+            return Quote("refused", _longest(mine, hits[0], n, [seq]))
     return None
 
 
@@ -967,12 +994,13 @@ def clean_items(
         result = clean_text(getattr(item, field_name), evidence, skill)
         for part, quote in result.removed:
             cut = item.model_copy(update={field_name: part})
-            refused.append(Refused(item=cut, reason=f"{REFUSED}: {quote.reason()}"))
+            refused.append(Refused(item=cut, reason=f"{REFUSED}: {quote.reason()}",
+                                   quoted=quote.quoted))
         for part, quote in result.repaired:
             cut = item.model_copy(update={field_name: part})
             went_on = ("the format the task asks for in its place" if quote.kind == "form"
                        else "without it")
-            refused.append(Refused(item=cut, repaired=True, reason=(
+            refused.append(Refused(item=cut, repaired=True, quoted=quote.quoted, reason=(
                 f"{REFUSED}: {quote.reason()}; the rule went on with {went_on}")))
         if result.clean is not None:
             kept.append(item.model_copy(update={field_name: result.clean}))
