@@ -317,9 +317,13 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
     ("the big city", ["a big town"], "shares 1 word with an expected answer but differs"),
     # A word written another way: a leading zero, a spelling. Another number is no such word.
     ("3:40", ["03:40"], "matches an expected answer word for word but for characters: '3' "
-                        "where it expects '03'"),
+                        "where it expects '03' ('0' missing at the start)"),
     ("the color red", ["The colour red"], "matches an expected answer word for word but for "
-                                          "characters: 'color' where it expects 'colour'"),
+                                          "characters: 'color' where it expects 'colour' ('u' "
+                                          "missing)"),
+    ("apples red", ["apple red"], "matches an expected answer word for word but for "
+                                  "characters: 'apples' where it expects 'apple' ('s' extra at "
+                                  "the end)"),
     ("12:40", ["13:40"], "shares 1 word with an expected answer but differs"),
     ("", ["x"], "is empty"),
     ("42", [], ""),

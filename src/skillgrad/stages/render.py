@@ -264,9 +264,26 @@ def _near_words(got: list[str], wanted: list[list[str]]) -> str:
             continue
         pairs = [(g, e) for g, e in zip(got, w, strict=True) if g != e]
         if pairs and all(SequenceMatcher(None, g, e).ratio() >= NEAR_WORD for g, e in pairs):
-            shown = ", ".join(f"'{g}' where it expects '{e}'" for g, e in pairs[:3])
+            shown = ", ".join(f"'{g}' where it expects '{e}' ({_edit(g, e)})"
+                              for g, e in pairs[:3])
             return shown + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
     return ""
+
+
+def _edit(got: str, wanted: str) -> str:
+    """What ``got`` would need to become ``wanted``, in characters: "'0' missing at the
+    start", "'u' missing", "'s' extra at the end", "'c' in place of 'k'"."""
+    out = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted).get_opcodes():
+        where = " at the start" if i1 == 0 else " at the end" if i1 == len(got) else ""
+        if op == "insert":
+            out.append(f"'{wanted[j1:j2]}' missing{where}")
+        elif op == "delete":
+            where = " at the start" if i1 == 0 else " at the end" if i2 == len(got) else ""
+            out.append(f"'{got[i1:i2]}' extra{where}")
+        elif op == "replace":
+            out.append(f"'{got[i1:i2]}' in place of '{wanted[j1:j2]}'")
+    return ", ".join(out)
 
 
 def _count(n: int) -> str:
