@@ -636,11 +636,19 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
     # The quickstart's screen: "If the agent's reply contains more words, remove them."
     quote = unseen_quote("If the agent's reply contains more words, remove the extra words.")
     assert quote is not None and (quote.kind, quote.quoted) == ("about", "If the agent's reply")
+    # The quickstart's analyst, after "... contains the exact the answer ..." was refused.
+    quote = unseen_quote("Keep the agent's reply to the point.")
+    assert quote is not None and (quote.kind, quote.quoted) == ("about", "the agent's reply")
+    quote = unseen_quote("Ensure the agent's reply contains the exact answer or a shortened "
+                         "version of it.")
+    assert quote is not None and (quote.kind, quote.quoted) == (
+        "unseen", "the agent's reply contains the exact answer")
     for fine in ("Open an item before you buy.", "If you did not open an item, open one.",
                  "You are an agent that shops; open the first matching item.",
                  "Use the agent tool to read a file.",
                  "Reply 'Yes' or 'No' as the answer.", "Write the answer as 'Yes' or 'No'.",
-                 "Give the 'short' form of a name the passage writes."):
+                 "Give the 'short' form of a name the passage writes.",
+                 "Reply with the exact answer only."):
         assert unseen_quote(fine) is None, fine
 
 

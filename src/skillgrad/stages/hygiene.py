@@ -95,7 +95,8 @@ Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding"
 # skillgrad's own failure analysis ("shares 1 word with the expected answer"). The optimizer
 # reads replies beside expected answers; a rule it writes in those terms is one the agent
 # cannot follow.
-_ANSWER = r"(?:the|an|any|each|every)\s+(?:expected\s+|correct\s+|gold\s+|reference\s+|right\s+)?answers?\b"
+_ANSWER = (r"(?:the|an|any|each|every)\s+(?:expected\s+|correct\s+|gold\s+|reference\s+|"
+           r"right\s+|exact\s+)?answers?\b")
 # The agent's reply as a noun ("your reply", "the response"): "Reply with the answer" is an
 # instruction, "compare your reply with the answer" a comparison with the unseen reference.
 # ("the agent's reply": the optimizer's view of the agent, written as if to someone else.)
@@ -134,6 +135,8 @@ _ABOUT = re.compile(
     r"\b(?:if|when|unless|whether|once|until|before|after)\s+the\s+(?:agent|assistant)\b(?!')"
     r"|\b(?:if|when|unless|whether|once|until|before|after)\s+the\s+(?:agent|assistant)'s\s+"
     r"(?:reply|replies|response|output|answer)\b"
+    # ... and its reply, wherever it is named ("Ensure the agent's reply contains ...").
+    r"|\bthe\s+(?:agent|assistant)'s\s+(?:reply|replies|response|output|answer)\b"
     r"|\bthe\s+(?:agent|assistant)\s+(?:should|must|does|did|is|was|has|had|will|can|"
     r"cannot|needs?|fails?|tries|tried)\b", re.IGNORECASE)
 _ANALYSIS = re.compile(
