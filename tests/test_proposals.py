@@ -325,6 +325,11 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
                                   "characters: 'apples' where it expects 'apple' ('s' extra at "
                                   "the end)"),
     ("12:40", ["13:40"], "shares 1 word with an expected answer but differs"),
+    # The reading example's reply "1999" to a question whose answer is "1998": another year.
+    ("1999", ["Following a referendum in 1997", "1998"], "shares no word with any expected "
+                                                          "answer"),
+    ("the 10th", ["the 10"], "matches an expected answer word for word but for characters: "
+                             "'10th' where it expects '10' ('th' extra at the end)"),
     ("", ["x"], "is empty"),
     ("42", [], ""),
 ])

@@ -256,18 +256,26 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
 
 def _near_words(got: list[str], wanted: list[list[str]]) -> str:
     """Where ``got`` has as many words as an expected answer and each word that differs is
-    nearly that answer's word (a digit, a letter or two more or fewer: "3" for "03", "color"
-    for "colour"), those words as "'3' where it expects '03'" (at most three); "" otherwise.
-    The difference is then in how a word is written, which a word count does not show."""
+    nearly that answer's word, with the same numbers in it (a zero, a letter or two more or
+    fewer: "3" for "03", "color" for "colour", "10th" for "10"), those words as "'3' where it
+    expects '03'" (at most three); "" otherwise. The difference is then in how a word is
+    written, which a word count does not show."""
     for w in wanted:
         if len(w) != len(got):
             continue
         pairs = [(g, e) for g, e in zip(got, w, strict=True) if g != e]
-        if pairs and all(SequenceMatcher(None, g, e).ratio() >= NEAR_WORD for g, e in pairs):
+        if pairs and all(SequenceMatcher(None, g, e).ratio() >= NEAR_WORD
+                         and _numbers(g) == _numbers(e) for g, e in pairs):
             shown = ", ".join(f"'{g}' where it expects '{e}' ({_edit(g, e)})"
                               for g, e in pairs[:3])
             return shown + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
     return ""
+
+
+def _numbers(word: str) -> list[int]:
+    """The numbers a word holds: "03" and "3" hold the same, "1999" and "1998" do not (another
+    number is another answer, not the same one written another way)."""
+    return [int(n) for n in re.findall(r"\d+", word)]
 
 
 def _edit(got: str, wanted: str) -> str:
