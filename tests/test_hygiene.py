@@ -945,3 +945,30 @@ def test_an_analysts_one_format_for_every_question_goes_on_as_the_format_each_as
     assert Proposal(candidate="", refused=(*patch.refused, whole)).losses() == (
         "hygiene refused 1", "hygiene reworded 1")
     assert len(model.calls) == 1
+
+
+def test_a_value_the_agent_answered_one_task_with_is_that_tasks() -> None:
+    """On a time-arithmetic set the screen rolled out "- Reply with 'Answer: 19:09:52'" (one
+    task's wrong reply, its gold 20:09:52) and the gate took up "... removing the digit '3' in
+    '3:40' and replacing it with '03'" (another's). A value read from one reply is refused
+    whole, as a gold answer is; a reply many tasks share, or one with no number, is not."""
+    def result(task_id: str, answer: str) -> RolloutResult:
+        return RolloutResult(task_id=task_id, answer=answer, hard=0.0, soft=0.0, messages=(
+            Message(role="user", content=f"Question {task_id}: how long? Reply in HH:MM:SS."),
+            Message(role="assistant", content=f"Answer: {answer}")))
+
+    ev = Evidence.of([result("t1", "19:09:52"), result("t2", "3:40"), result("t3", "unknown"),
+                      result("t4", "08:12:51")])
+    quote = find_quote("- Reply with 'Answer: 19:09:52'", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+        "reply", "19 09 52", "t1")
+    assert quote.reason() == "quotes the agent's reply to training item 't1': '19 09 52'"
+    quote = find_quote("- Before you answer, make sure your reply follows the requested form by "
+                       "removing the digit '3' in '3:40' and replacing it with '03'.", ev)
+    assert quote is not None and (quote.kind, quote.task_id) == ("reply", "t2")
+    for fine in ("- If the passage does not say, reply 'unknown'.",
+                 "- Write hours with two digits.",
+                 "- Reply with the time in the format the task asks for."):
+        assert find_quote(fine, ev) is None, fine
+    shared = Evidence.of([result(f"s{i}", "12:00") for i in range(4)])
+    assert find_quote("- If it ends at noon, reply 12:00.", shared) is None

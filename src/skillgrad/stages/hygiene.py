@@ -228,6 +228,9 @@ class Evidence:
     shapes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     forms: Mapping[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
     form_texts: Mapping[tuple[str, ...], str] = field(default_factory=dict)
+    # The answer read from each task's reply, where it holds a number (a time, a date, a sum):
+    # a value of that task, as its gold answer is.
+    read: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -250,6 +253,7 @@ class Evidence:
         shapes: dict[str, frozenset[str]] = {}
         forms: dict[str, frozenset[tuple[str, ...]]] = {}
         form_texts: dict[tuple[str, ...], str] = {}
+        read: dict[str, tuple[str, ...]] = {}
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -267,6 +271,8 @@ class Evidence:
                 form_texts.setdefault(f, raw)
             replies[r.task_id] = tuple(words(" \n ".join(
                 m.text() for m in r.messages if m.role == "assistant")))
+            if any(c.isdigit() for c in r.answer):
+                read[r.task_id] = (" ".join(words(r.answer)),)
             if r.reason:
                 feedback.append(tuple(words(r.reason)))
             task = (tasks or {}).get(r.task_id)
@@ -280,7 +286,7 @@ class Evidence:
         return cls(inputs, answers, tuple(feedback),
                    tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions, shapes, forms, form_texts)
+                   questions, shapes, forms, form_texts, read)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -367,7 +373,8 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
             or _group_quote(text, mine, own, evidence) or _names_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
-            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, skill, evidence))
+            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, skill, evidence)
+            or _read_quote(mine, own, evidence))
 
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -416,14 +423,25 @@ def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote
     return None
 
 
-def _answer_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+def _read_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """A value the agent answered one task with ("19:09:52", "3:40"), whole, as a gold answer
+    is refused: "Reply with 'Answer: 19:09:52'" holds that task's reply, not a rule."""
+    found = _answer_quote(mine, own, evidence, evidence.read)
+    return Quote("reply", found.quoted, found.task_id) if found is not None else None
+
+
+def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,
+                  answers: Mapping[str, tuple[str, ...]] | None = None) -> Quote | None:
+    """A gold answer of one task (or ``answers``), whole, unless it is short, shared by many
+    tasks, only function words, or the skill's."""
+    answers = evidence.answers if answers is None else answers
     joined, own_joined = f" {' '.join(mine)} ", f" {' '.join(own)} "
     counts: dict[str, int] = {}
-    for golds in evidence.answers.values():
+    for golds in answers.values():
         for g in set(golds):
             counts[g] = counts.get(g, 0) + 1
-    limit = max(1, int(MAX_ANSWER_SHARE * max(1, len(evidence.answers))))
-    for task_id, golds in evidence.answers.items():
+    limit = max(1, int(MAX_ANSWER_SHARE * max(1, len(answers))))
+    for task_id, golds in answers.items():
         for g in golds:
             short = len(g.replace(" ", "")) < MIN_ANSWER_CHARS and not (
                 g.isdigit() and len(g) >= 2)  # "14" names an instance, "a" does not
