@@ -16,8 +16,8 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task, render_expected
 from skillgrad.settings import sample_temperature
+from skillgrad.stages.relation import compare_reply
 from skillgrad.stages.render import (
-    compare_reply,
     reason_clauses,
     render_contrast,
     render_setting,

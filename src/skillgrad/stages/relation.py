@@ -1,0 +1,103 @@
+"""How a reply relates to the answers expected of it, worked out from the text alone, for the
+failure analysis the rules form shows its analysts (:func:`compare_reply`): it holds one plus
+more words, is part of one, matches one but for case and punctuation or for how some words
+are written, or shares some or none of their words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+
+_WORD = re.compile(r"\w+")
+# How alike two words must be (difflib's ratio) to count as one word written two ways:
+# "3" and "03" are 0.67 alike, "color" and "colour" 0.91, "12" and "13" only 0.5.
+NEAR_WORD = 0.6
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _inside(part: list[str], whole: list[str]) -> bool:
+    return any(whole[i:i + len(part)] == part for i in range(len(whole) - len(part) + 1))
+
+
+def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
+    """How a reply relates to the answers expected of it, from the text alone: (the kind, as
+    "replies <kind>" reads, and the sentence for this reply); ("", "") when nothing is
+    expected. It holds one plus more words, is part of one, matches one but for case and
+    punctuation, or shares some or none of their words."""
+    got = _words(reply)
+    wanted = [w for w in (_words(e) for e in expected) if w]
+    if not wanted:
+        return "", ""
+    if not got:
+        return "are empty", "is empty"
+    if got in wanted:
+        return ("match an expected answer except for case or punctuation",
+                "matches an expected answer except for case or punctuation")
+    holds = [w for w in wanted if _inside(w, got)]
+    if holds:
+        extra = len(got) - max(len(w) for w in holds)
+        return ("contain an expected answer plus more words",
+                f"contains an expected answer plus {extra} more word{'s' * (extra != 1)}")
+    within = [w for w in wanted if _inside(got, w)]
+    if within:
+        short = min(len(w) for w in within) - len(got)
+        return ("are part of an expected answer, but shorter",
+                f"is part of an expected answer, {_count(short)} short")
+    near = _near_words(got, wanted)
+    if near:
+        return ("match an expected answer word for word but for some characters",
+                f"matches an expected answer word for word but for characters: {near}")
+    shared = max(len(set(got) & set(w)) for w in wanted)
+    if shared == 0:
+        return "share no word with any expected answer", "shares no word with any expected answer"
+    return ("share some words with an expected answer but differ",
+            f"shares {_count(shared)} with an expected answer but differs")
+
+
+def _near_words(got: list[str], wanted: list[list[str]]) -> str:
+    """Where ``got`` has as many words as an expected answer and each word that differs is
+    nearly that answer's word, with the same numbers in it (a zero, a letter or two more or
+    fewer: "3" for "03", "color" for "colour", "10th" for "10"), those words as "'3' where it
+    expects '03'" (at most three); "" otherwise. The difference is then in how a word is
+    written, which a word count does not show."""
+    for w in wanted:
+        if len(w) != len(got):
+            continue
+        pairs = [(g, e) for g, e in zip(got, w, strict=True) if g != e]
+        if pairs and all(SequenceMatcher(None, g, e).ratio() >= NEAR_WORD
+                         and _numbers(g) == _numbers(e) for g, e in pairs):
+            shown = ", ".join(f"'{g}' where it expects '{e}' ({_edit(g, e)})"
+                              for g, e in pairs[:3])
+            return shown + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+    return ""
+
+
+def _numbers(word: str) -> list[int]:
+    """The numbers a word holds: "03" and "3" hold the same, "1999" and "1998" do not (another
+    number is another answer, not the same one written another way)."""
+    return [int(n) for n in re.findall(r"\d+", word)]
+
+
+def _edit(got: str, wanted: str) -> str:
+    """What ``got`` would need to become ``wanted``, in characters: "'0' missing at the
+    start", "'u' missing", "'s' extra at the end", "'c' in place of 'k'"."""
+    out = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted).get_opcodes():
+        where = " at the start" if i1 == 0 else " at the end" if i1 == len(got) else ""
+        if op == "insert":
+            out.append(f"'{wanted[j1:j2]}' missing{where}")
+        elif op == "delete":
+            where = " at the start" if i1 == 0 else " at the end" if i2 == len(got) else ""
+            out.append(f"'{got[i1:i2]}' extra{where}")
+        elif op == "replace":
+            out.append(f"'{got[i1:i2]}' in place of '{wanted[j1:j2]}'")
+    return ", ".join(out)
+
+
+def _count(n: int) -> str:
+    return "1 word" if n == 1 else f"{n} words"
