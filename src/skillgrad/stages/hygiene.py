@@ -412,7 +412,7 @@ def _refused_runs(refused: str | tuple[str, str]) -> list[tuple[tuple[str, ...],
         n = max(SCORER_RUN, k)
         for start in range(max(0, i + k - n), min(i, len(seq) - n) + 1):
             out.append((tuple(seq[start : start + n]), n))
-    return out or [(tuple(seq), SCORER_RUN)]
+    return out
 
 
 def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:

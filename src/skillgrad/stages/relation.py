@@ -88,11 +88,11 @@ def _edit(got: str, wanted: str) -> str:
     start", "'u' missing", "'s' extra at the end", "'c' in place of 'k'"."""
     out = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted).get_opcodes():
-        where = " at the start" if i1 == 0 else " at the end" if i1 == len(got) else ""
+        # (an insert has i1 == i2: its place in ``got``)
+        where = " at the start" if i1 == 0 else " at the end" if i2 == len(got) else ""
         if op == "insert":
             out.append(f"'{wanted[j1:j2]}' missing{where}")
         elif op == "delete":
-            where = " at the start" if i1 == 0 else " at the end" if i2 == len(got) else ""
             out.append(f"'{got[i1:i2]}' extra{where}")
         elif op == "replace":
             out.append(f"'{got[i1:i2]}' in place of '{wanted[j1:j2]}'")
