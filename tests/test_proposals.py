@@ -16,7 +16,7 @@ from skillgrad.config import load_config
 from skillgrad.errors import ConfigError
 from skillgrad.records import Message, RolloutResult, Task, render_expected
 from skillgrad.settings import sample_temperature
-from skillgrad.stages.relation import compare_reply
+from skillgrad.stages.relation import compare_reply, number_widths, widths_line
 from skillgrad.stages.render import (
     reason_clauses,
     render_contrast,
@@ -336,6 +336,39 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
 def test_compare_reply_says_how_a_reply_relates_to_what_was_expected(
         reply: str, expected: list[str], relation: str) -> None:
     assert compare_reply(reply, expected)[1] == relation
+
+
+@pytest.mark.parametrize(("reply", "expected", "pairs"), [
+    ("1:41:38", ["01:40:58"], [("1", "01")]),  # another number too: still a width
+    ("3:40", ["3 40", "03:40"], [("3", "03")]),  # the answer that pairs most
+    ("Room 05", ["Room 5"], [("05", "5")]),
+    ("12:40", ["13:40"], []),  # another number is no width
+    ("3:40", ["03:40:00"], []),  # numbers that do not pair one to one
+    ("the 10th", ["the 10"], []),
+])
+def test_a_number_written_with_another_count_of_digits_is_found(
+        reply: str, expected: list[str], pairs: list[tuple[str, str]]) -> None:
+    assert number_widths(reply, expected) == pairs
+
+
+def test_widths_shared_by_several_replies_are_counted_over_the_batch() -> None:
+    """Zero-padded answers ("03:40") read as one form when counted, where each task's own
+    relation says "shares no word" or "'0' missing at the start" one task at a time."""
+    def one(task_id: str, answer: str) -> RolloutResult:
+        return RolloutResult(task_id=task_id, answer=answer, hard=0.0, soft=0.0,
+                             messages=[Message(role="user", content=f"Question {task_id}"),
+                                       Message(role="assistant", content=answer)])
+    batch = [one("a", "1:41:38"), one("b", "3:27:06"), one("c", "2:23"), one("d", "7 apples")]
+    tasks = {t: Task(id=t, prompt=f"Question {t}", reference=ref) for t, ref in
+             (("a", "01:40:58"), ("b", "03:27:06"), ("c", "02:23"), ("d", "8 apples"))}
+    head = render_contrast(batch, tasks, 1600).split("\n\n")[0].splitlines()
+    assert head[-1] == ("- 3 of 4 replies write a number with fewer digits than the expected "
+                        "answer: '1' for '01', '3' for '03' (the expected answers write these "
+                        "numbers with 2 digits)")
+    assert widths_line([[("1", "01")], [], [("05", "5")]], 3) == ""  # one reply is no form
+    assert widths_line([[("05", "5")], [("007", "7")]], 2) == (
+        "- 2 of 2 replies write a number with more digits than the expected answer: '05' for "
+        "'5', '007' for '7' (the expected answers write these numbers with 1 digit)\n")
 
 
 @pytest.mark.parametrize("fraction", [0.3, 0.55, 0.8])

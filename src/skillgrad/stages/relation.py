@@ -99,5 +99,46 @@ def _edit(got: str, wanted: str) -> str:
     return ", ".join(out)
 
 
+def number_widths(reply: str, expected: Sequence[str]) -> list[tuple[str, str]]:
+    """The numbers ``reply`` writes with another count of digits than an expected answer
+    writes the same number ("3" where it expects "03", "7" for "007", "05" for "5"), as (the
+    reply's, the expected) pairs: the numbers of each are paired in order when the two hold as
+    many, and the expected answer that pairs most is taken. A width is a form a question may
+    want, which a word-for-word comparison misses when another number differs too ("1:41:38"
+    for "01:40:58")."""
+    got = re.findall(r"\d+", reply)
+    best: list[tuple[str, str]] = []
+    for answer in expected:
+        wanted = re.findall(r"\d+", answer)
+        if len(wanted) != len(got):
+            continue
+        pairs = [(g, e) for g, e in zip(got, wanted, strict=True) if g != e and int(g) == int(e)]
+        if len(pairs) > len(best):
+            best = pairs
+    return best
+
+
+def widths_line(pairs: Sequence[Sequence[tuple[str, str]]], n_replies: int) -> str:
+    """One line over a batch's :func:`number_widths` ("3 of 5 replies write a number with
+    fewer digits than the expected answer: '3' for '03', '1' for '01' (the expected answers
+    write these numbers with 2 digits)"), for each way round that more than one reply shares;
+    "" when none does. Counted over the batch, a width reads as the form it is rather than as
+    one task's slip."""
+    out = []
+    for fewer, word in ((True, "fewer"), (False, "more")):
+        replies = [[(g, e) for g, e in p if (len(g) < len(e)) == fewer] for p in pairs]
+        replies = [p for p in replies if p]
+        if len(replies) < 2:
+            continue
+        shown = list(dict.fromkeys(f"'{g}' for '{e}'" for p in replies for g, e in p))[:2]
+        widths = {len(e) for p in replies for _, e in p}
+        width = widths.pop() if len(widths) == 1 else 0
+        digits = (f" (the expected answers write these numbers with {width} "
+                  f"digit{'s' * (width != 1)})" if width else "")
+        out.append(f"{len(replies)} of {n_replies} replies write a number with {word} digits "
+                   f"than the expected answer: {', '.join(shown)}{digits}")
+    return "".join(f"- {line}\n" for line in out)
+
+
 def _count(n: int) -> str:
     return "1 word" if n == 1 else f"{n} words"

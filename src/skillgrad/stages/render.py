@@ -19,7 +19,7 @@ from skillgrad.records import (
     Task,
     render_expected,
 )
-from skillgrad.stages.relation import compare_reply
+from skillgrad.stages.relation import compare_reply, number_widths, widths_line
 
 FAILURE_MODE = "failure_mode"  # the rollout metadata that holds the judge's verdict
 NO_MODE = "none visible"  # the judge's mode for an episode that shows no cause
@@ -92,11 +92,12 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
                     max_chars: int) -> str:
     """Failed tasks as ``proposal_form: rules`` shows them: the end of the task, the tools the
     agent called, its final reply (and the answer read from it), the expected answer (from the task's reference) and how
-    the two relate (:func:`compare_reply`, counted over the batch first), without the
+    the two relate (:func:`compare_reply`, counted over the batch first, with the numbers
+    written with another count of digits, :func:`widths_line`), without the
     scorer's wording, so that what differs is seen rather than read. Where the reference is no
     answer to set the reply beside (a purchase, a workbook), the environment's account of what
     went wrong is shown instead, and its parts are counted over the batch."""
-    parts, relations = [], []
+    parts, relations, widths = [], [], []
     accounts: Counter[str] = Counter()
     worded: dict[str, str] = {}  # a kind of failure, in its episodes' words where they agree
     for n, r in enumerate(batch, 1):
@@ -135,6 +136,7 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         if kind:
             lines.append(f"So: its reply {relation}.")
             relations.append(kind)
+            widths.append(number_widths(r.answer, alternatives))
         elif not alternatives and r.reason.strip():
             # No answer to set the reply beside (a purchase, a workbook, a room's state): the
             # environment's account of the episode is what tells the route from the goal.
@@ -146,6 +148,7 @@ def render_contrast(batch: Sequence[RolloutResult], tasks: Mapping[str, Task],
         parts.append("\n".join(lines) + "\n")
     kinds = Counter(relations).most_common(3)
     head = "".join(f"- {n} of {len(batch)} replies {kind}\n" for kind, n in kinds)
+    head += widths_line(widths, len(batch))
     common = [(kind, n) for kind, n in accounts.most_common(4) if n > 1 or len(batch) == 1]
     head += "".join(f"- {n} of {len(batch)} episodes: {worded[kind]}\n" for kind, n in common)
     head += judged_counts(batch)
