@@ -303,6 +303,9 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "unseen", "the reply but not in the answer"),
     ("Before you answer, include any words that are not in the answer but are in the reply",
      "unseen", "not in the answer but are in the reply"),
+    # Rolled out by the reading example on the 1.5B model: the answer reworded into the reply.
+    ("- Before you answer, include any words that are not in the reply but are in the reply",
+     "unseen", "are not in the reply"),
     ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
     ("Make the reply match word for word but for the characters.", "analysis",
      "word for word but for"),
@@ -633,6 +636,10 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
     assert quote is not None and quote.kind == "about"
     assert quote.reason() == "speaks about the agent instead of to it: 'If the agent'"
     assert unseen_quote("The agent should search first.") is not None
+    # Screened on a time-arithmetic set: the prompt's "The agent never sees an expected
+    # answer." written back as a line of the skill.
+    quote = unseen_quote("- The agent never sees the answer.")
+    assert quote is not None and (quote.kind, quote.quoted) == ("about", "The agent never")
     # The quickstart's screen: "If the agent's reply contains more words, remove them."
     quote = unseen_quote("If the agent's reply contains more words, remove the extra words.")
     assert quote is not None and (quote.kind, quote.quoted) == ("about", "If the agent's reply")
@@ -648,7 +655,8 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Use the agent tool to read a file.",
                  "Reply 'Yes' or 'No' as the answer.", "Write the answer as 'Yes' or 'No'.",
                  "Give the 'short' form of a name the passage writes.",
-                 "Reply with the exact answer only."):
+                 "Reply with the exact answer only.",
+                 "Name the agent that sees the file.", "Leave out what is not in the passage."):
         assert unseen_quote(fine) is None, fine
 
 

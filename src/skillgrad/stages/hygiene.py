@@ -122,6 +122,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
                + _ANSWER, re.IGNORECASE),
     re.compile(r"\bnot\s+(?:in\s+)?" + _ANSWER + r"\s+(?:but|and)\s+(?:are\s+|is\s+)?in\s+"
                r"(?:the|your)\s+(?:reply|response|output)\b", re.IGNORECASE),
+    # ... and with the answer reworded into the reply ("include any words that are not in the
+    # reply but are in the reply"): what a reply lacks is known only beside the reference.
+    re.compile(r"\b(?:are|is)\s+not\s+(?:yet\s+)?in\s+(?:the|your)\s+(?:reply|response|"
+               r"output)\b", re.IGNORECASE),
     # An expected answer named by its value ("Reply with 'no' for the 'Yes' answer"): which
     # answer is expected is what the agent is asked to find, not something it is told.
     re.compile(r"\bthe\s+[\"'“‘][^\"'”’\n]{1,40}[\"'”’]\s+"
@@ -138,7 +142,9 @@ _ABOUT = re.compile(
     # ... and its reply, wherever it is named ("Ensure the agent's reply contains ...").
     r"|\bthe\s+(?:agent|assistant)'s\s+(?:reply|replies|response|output|answer)\b"
     r"|\bthe\s+(?:agent|assistant)\s+(?:should|must|does|did|is|was|has|had|will|can|"
-    r"cannot|needs?|fails?|tries|tried)\b", re.IGNORECASE)
+    r"cannot|needs?|fails?|tries|tried|never|always|sees?|saw|knows?|knew|gets?|got|"
+    r"writes?|wrote|repl(?:y|ies|ied)|answer(?:s|ed)|uses?|used|calls?|called|reads?)\b",
+    re.IGNORECASE)
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
     r"words?\b|\bexcept\s+for\s+case\s+or\s+punctuation\b|\bis\s+part\s+of\s+an?\s+"
