@@ -453,6 +453,14 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
         assert quote is not None and (quote.kind, quote.quoted) == ("form", form), rule
     assert clean_text("- Reply with the duration in HH:MM:SS format.", times).clean == (
         "- Reply with the duration in the format the task asks for (HH:MM:SS or HH:MM).")
+    # Screened on the times set: the form in small letters is the same form.
+    quote = find_quote("- Before you answer, ensure that the time is written in the format "
+                       "hh:mm.", times)
+    assert quote is not None and (quote.kind, quote.quoted) == ("form", "hh mm")
+    assert clean_text("- Write the time as hh:mm:ss.", times).clean == (
+        "- Write the time as the format the task asks for (HH:MM:SS or HH:MM).")
+    assert find_quote("- When the question asks for hh:mm, leave out the seconds.", times) is None
+    assert find_quote("- Write times as hh:mm or hh:mm:ss, as the task asks.", times) is None
     # Capitals that are not placeholders of a form: a column, a currency, a protocol word.
     sheets = Evidence.of([RolloutResult(task_id=i, answer="x", hard=0.0, soft=0.0,
                                         messages=(Message(role="user", content=q),))

@@ -578,6 +578,16 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     return Quote("narrow", *narrow[0])
 
 
+def _capital_forms(text: str, evidence: Evidence) -> str:
+    """``text`` with each form the step's requests name, where written in small letters
+    ("in the format hh:mm"), in their capitals ("HH:MM"): the same form, which a small model
+    writes either way, and which the placeholders are only told by in capitals."""
+    for raw in sorted(set(evidence.form_texts.values()), key=len, reverse=True):
+        pattern = re.compile(rf"(?<![\w/:.\-]){re.escape(raw)}(?![\w/:\-])", re.IGNORECASE)
+        text = pattern.sub(raw.replace("\\", "\\\\"), text)
+    return text
+
+
 def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     """A sentence that fixes one form (a run of placeholders written in capitals,
     "DD/MM/YYYY", "HH:MM:SS", "Month D, YYYY") which the requests of some of the step's tasks
@@ -588,6 +598,7 @@ def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     HH:MM:SS, ..."; not "... and specifies the month if not"), that points to the request ("the
     format the question asks for, such as ..."), a text that names two of the forms asked for
     ("HH:MM or HH:MM:SS"), and the one form the skill fixes, pass."""
+    text = _capital_forms(text, evidence)
     label = _LABEL.match(text)  # "DD/MM/YYYY questions: ..." says when; "Dates: ..." does not
     if len(evidence.forms) < 2 or (label and (_forms(label.group(1))
                                               or _REQUEST.search(label.group(1)))):
@@ -672,6 +683,7 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
         return None
     alike = alike[:3]
     listed = ", ".join(alike[:-1]) + " or " + alike[-1]
+    text = _capital_forms(text, evidence)
 
     def point(m: re.Match[str]) -> str:
         raw = m.group("form")
