@@ -305,7 +305,8 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "unseen", "not in the answer but are in the reply"),
     # Rolled out by the reading example on the 1.5B model: the answer reworded into the reply.
     ("- Before you answer, include any words that are not in the reply but are in the reply",
-     "unseen", "are not in the reply"),
+     "unseen", "words that are not in the reply"),
+    ("Remove any words that are not in the reply", "unseen", "words that are not in the reply"),
     ("Reply with the answer, as read from the reply", "analysis", "as read from the reply"),
     ("Make the reply match word for word but for the characters.", "analysis",
      "word for word but for"),
@@ -664,7 +665,8 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Reply 'Yes' or 'No' as the answer.", "Write the answer as 'Yes' or 'No'.",
                  "Give the 'short' form of a name the passage writes.",
                  "Reply with the exact answer only.",
-                 "Name the agent that sees the file.", "Leave out what is not in the passage."):
+                 "Name the agent that sees the file.", "Leave out what is not in the passage.",
+                 "Add the unit the question asks for if it is not in your reply."):
         assert unseen_quote(fine) is None, fine
 
 

@@ -123,9 +123,11 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bnot\s+(?:in\s+)?" + _ANSWER + r"\s+(?:but|and)\s+(?:are\s+|is\s+)?in\s+"
                r"(?:the|your)\s+(?:reply|response|output)\b", re.IGNORECASE),
     # ... and with the answer reworded into the reply ("include any words that are not in the
-    # reply but are in the reply"): what a reply lacks is known only beside the reference.
-    re.compile(r"\b(?:are|is)\s+not\s+(?:yet\s+)?in\s+(?:the|your)\s+(?:reply|response|"
-               r"output)\b", re.IGNORECASE),
+    # reply but are in the reply"): which words a reply lacks is known only beside the
+    # reference ("add the unit if it is not in your reply" is a check of the reply itself).
+    re.compile(r"\b(?:words?|anything|information|details?)\s+(?:that\s+|which\s+)?(?:are|is)"
+               r"\s+not\s+(?:yet\s+)?in\s+(?:the|your)\s+(?:reply|response|output)\b",
+               re.IGNORECASE),
     # An expected answer named by its value ("Reply with 'no' for the 'Yes' answer"): which
     # answer is expected is what the agent is asked to find, not something it is told.
     re.compile(r"\bthe\s+[\"'“‘][^\"'”’\n]{1,40}[\"'”’]\s+"
