@@ -670,6 +670,33 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
         assert unseen_quote(fine) is None, fine
 
 
+def test_one_name_of_one_task_set_in_quotes_is_that_tasks() -> None:
+    """The reading example screened "- Before you answer, make sure the answer starts with
+    'rotterdam'", the city of two of its six questions' passage: one name, but written as the
+    value to give. A name in the text without quotes needs a second one of the same task."""
+    asked = {"r1": ("The port of Rotterdam is the largest in Europe.", "Which port is largest?",
+                    "Rotterdam", "the port of Rotterdam"),
+             "r2": ("In 1940 the centre of Rotterdam was bombed.", "What was bombed?",
+                    "Rotterdam", "the centre"),
+             "o1": ("The city of Oxford has a university.", "What does the city have?", "Oxford",
+                    "a university"),
+             "m1": ("The mill paid for its new wheel.", "What did the mill buy?", "Mill",
+                    "a new wheel")}
+    results = [_result(i, passage, question, "wrong") for i, (passage, question, _, _)
+               in asked.items()]
+    tasks = {i: Task(id=i, prompt="", reference=[answer], group=group)
+             for i, (_, _, group, answer) in asked.items()}
+    ev = Evidence.of(results, tasks)
+    quote = find_quote("- Before you answer, make sure the answer starts with 'rotterdam'", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == ("names", "rotterdam")
+    assert quote.task_id in {"r1", "r2"}
+    assert find_quote("- Make sure the reply names \u2018Oxford\u2019.", ev) is not None
+    for fine in ("- Say where Rotterdam is only when asked.",  # one name, not quoted
+                 "- Don't write the passage's title.",  # apostrophes open no quote
+                 "- End with 'Answer: <your answer>'."):
+        assert find_quote(fine, ev) is None, fine
+
+
 def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
     """A doc_qa analyst wrote "... the location the customer went to while researching
     wheatgrass juicers ...": shorter than an instance run, but two of its words are in one

@@ -378,7 +378,8 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     mine = words(text)
     own = words(skill)
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
-            or _group_quote(text, mine, own, evidence) or _names_quote(mine, own, evidence)
+            or _group_quote(text, mine, own, evidence)
+            or _names_quote(mine, own, evidence, _quoted_words(text))
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
             or _narrow_quote(text, mine, own, evidence) or _form_quote(text, skill, evidence)
@@ -724,10 +725,23 @@ def answer_shape(answer: str) -> str:
     return "".join(m for k, m in enumerate(marks) if k == 0 or m != marks[k - 1])
 
 
-def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+_QUOTED = re.compile(r"['\"`‘“]([^'\"`’”\n]{1,40})['\"`’”]")
+
+
+def _quoted_words(text: str) -> frozenset[str]:
+    """The words a text sets in quotes ("starts with 'rotterdam'"), as :func:`words` has them;
+    an apostrophe inside a word ("don't", "the agent's") opens no quote."""
+    spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
+    return frozenset(w for m in _QUOTED.finditer(spaced) for w in words(m.group(1)))
+
+
+def _names_quote(mine: list[str], own: list[str], evidence: Evidence,
+                 quoted: frozenset[str] = frozenset()) -> Quote | None:
     """Two or more names or numbers of one task in the text, each held by one of the step's
-    task groups only or by fewer than half of them. Tasks about one entity, all naming it, are
-    one group: its name is still that item's, however many of the step's tasks hold it."""
+    task groups only or by fewer than half of them; or one, set in quotes as a value to write
+    ("make sure the answer starts with 'rotterdam'", from the two questions about one city's
+    passage). Tasks about one entity, all naming it, are one group: its name is still that
+    item's, however many of the step's tasks hold it."""
     if not evidence.names:
         return None
     by_group: dict[str, set[str]] = {}
@@ -738,7 +752,7 @@ def _names_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     mine_set, own_set = set(mine), set(own)
     for task_id, found in evidence.names.items():
         named = sorted(w for w in found & mine_set - own_set - _STOP if held[w] < common)
-        if len(named) >= ITEM_NAMES:
+        if len(named) >= ITEM_NAMES or set(named) & quoted:
             return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
     return None
 
