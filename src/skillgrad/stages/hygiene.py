@@ -7,7 +7,8 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   from one task's input (its question, its context, a tool's output), a run of words only
   the agent's reply to one task holds (a phrase it built from that item's specifics), or two
   of one task's own names and numbers (capitalised words and numbers of two digits or more
-  that one task group holds, or few), however they are worded around;
+  that one task group holds, or few), however they are worded around, or one of them set in
+  quotes as the value to write;
 * **makes one task's question a rule for all**: a thing a rule with no condition presumes
   every task has ("the date") that only the question of one task (or of fewer than half of
   them) asks about, where those tasks' answers are of a shape few of the batch's share ("Reply
