@@ -897,6 +897,28 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
     assert restated_part(both + " Check the reviews of that item first.", SHOP) is None
 
 
+def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> None:
+    """An analyst of a unit-conversion set wrote the question-answering skill's three lines back
+    as one rule, the first two joined into one sentence at ";"."""
+    from skillgrad.stages.hygiene import restated_part
+
+    skill = ("# Answering questions\n\n- Read the question and the context carefully before "
+             "answering.\n- Use the context when one is given; otherwise rely on what you "
+             "know.\n- End your reply with a line of the form `Answer: <your answer>`.\n")
+    joined = ("- Read the question and the context carefully before answering; Use the context "
+              "when one is given; otherwise rely on what you know. End your reply with a line "
+              "of the form 'Answer: <your answer>'.")
+    said = restated_part(joined, skill)
+    assert said is not None and said.startswith("Read the question and the context")
+    assert "End your reply" in said
+    assert restated_part("Read the question and the context carefully before answering; use "
+                         "the context.", skill) is not None  # a few of a line's words
+    # A clause of its own makes it a rule.
+    assert restated_part("Read the question and the context carefully before answering; write "
+                         "the unit as its symbol.", skill) is None
+    assert restated_part("Read the question carefully; never use the context.", skill) is None
+
+
 def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_loss() -> None:
     """The reading example's analyst wrote three wordings of one rule in one reply ("remove
     any words that are not in the answer", "... in the reply but not in the answer", ...), and

@@ -986,15 +986,44 @@ def restated_part(text: str, skill: str) -> str | None:
     ("Rule year: ..." beside "Rule color: ..."), and a text with a negation the part lacks, or
     the other way round, says something else (:func:`contradicted_part`). A text of several
     sentences, each of which says a part again, says those parts again (they are given joined
-    by "; "): an analyst wrote the skill's three lines back as one rule."""
+    by "; "): an analyst wrote the skill's three lines back as one rule. So does a sentence
+    whose clauses, split at ";", each say a part again, or are a few of one part's words
+    ("otherwise rely on what you know"): two of the skill's lines joined into one."""
     whole = _holding_part(text, skill, opposite=False)
-    sentences = [x for x in _SENTENCE_END.split(text.strip()) if x.strip()]
-    if whole is not None or len(sentences) < 2:
+    if whole is not None:
         return whole
-    parts = [_holding_part(x, skill, opposite=False) for x in sentences]
-    if any(p is None for p in parts):
-        return None
-    return "; ".join(dict.fromkeys(p for p in parts if p is not None))
+    parts: list[str] = []
+    for sentence in (x for x in _SENTENCE_END.split(text.strip()) if x.strip()):
+        said = _restated_sentence(sentence, skill)
+        if said is None:
+            return None
+        parts += said
+    return "; ".join(dict.fromkeys(parts)) if parts else None
+
+
+def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
+    """The parts of ``skill`` that ``sentence`` says again, whole or clause by clause (at least
+    one clause a part; the others each within a part's words); None when it says more."""
+    whole = _holding_part(sentence, skill, opposite=False)
+    if whole is not None:
+        return [whole]
+    parts: list[str] = []
+    for clause in (x for x in sentence.split(";") if x.strip()):
+        part = _holding_part(clause, skill, opposite=False)
+        if part is not None:
+            parts.append(part)
+        elif not _within_a_part(clause, skill):
+            return None
+    return parts or None
+
+
+def _within_a_part(clause: str, skill: str) -> bool:
+    """Whether ``clause``, too short to restate a part on its own, holds only words of one part
+    of ``skill`` (with its negation, or without as the part is)."""
+    mine = content_words(_OPENER.sub("", clause).replace("'", "")) - _NEGATIONS
+    return len(mine) < RESTATED_MIN_WORDS and any(
+        mine <= content_words(part) and _negated(part) == _negated(clause)
+        for part in skill_parts(skill))
 
 
 # The verb of the line that reports an added rule left out as the opposite of a part of the
