@@ -507,6 +507,56 @@ def test_the_screen_passes_over_a_skill_the_gate_rejected_before() -> None:
     assert alone.chosen is None and "1 the gate rejected before" in alone.reason
 
 
+def test_a_step_whose_analyses_make_no_new_skill_samples_once_more(toy_dir: Path) -> None:
+    """Both analyses write no rule: rather than a wasted step, two more are sampled, hotter,
+    and the second of them finds the rule, which the gate adopts."""
+    cfg = toy_config(
+        toy_dir,
+        model={"target": {"backend": "scripted", "function": "toy:target"},
+               "optimizer": {"backend": "scripted", "function": "toy:make_late_optimizer",
+                             "function_args": {}}},
+        train={"num_epochs": 1, "steps_per_epoch": 1},
+        gradient={"minibatch_size": 100, "failure_only": True, "proposals": 2,
+                  "proposal_form": "rules"})
+    _train(cfg, toy_dir / "run")
+    step = toy_dir / "run" / "steps" / "e01-s001"
+    screening = json.loads((step / "screen.json").read_text())
+    assert [r["status"] for r in screening["rows"]] == ["unchanged"] * 3 + ["scored"]
+    assert screening["chosen"] == 3 and screening["sampled_again"] == 2
+    assert screening["reason"].endswith(
+        "(proposals 2-3 sampled again: none of the first 2 was a new skill)")
+    temps = [c["request"]["temperature"] for c in _calls(step)
+             if c["request"]["kind"] == "analyst_rules"]
+    assert temps == [0.0, 0.7, 0.9, 1.1]
+    assert json.loads((step / "gate.json").read_text())["decision"] == "accept_new_best"
+
+
+@pytest.mark.parametrize(("proposals", "temperature", "again"), [
+    (3, 0.0, [3, 4, 5]), (2, 0.0, [2, 3]), (5, 0.0, [5]), (6, 0.0, []), (2, 1.0, [2])])
+def test_proposals_sampled_again_stay_at_a_temperature_a_small_model_can_answer(
+        toy_dir: Path, proposals: int, temperature: float, again: list[int]) -> None:
+    from skillgrad import settings
+
+    cfg = load_config(toy_config(toy_dir, optimizer={"temperature": temperature},
+                                 gradient={"proposals": proposals})).config
+    assert settings.resamples(cfg) == again
+    assert all(settings.sample_temperature(cfg, k) <= 1.5 for k in again)
+
+
+def test_a_new_skill_is_one_the_screen_would_roll_out() -> None:
+    from skillgrad.skill import skill_hash
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import new_skill
+
+    skill = "# Skill\n"
+    old, new = skill + "- Old rule.\n", skill + "- New rule.\n"
+    rejected = {skill_hash(old): 2}
+    assert new_skill(Proposal(candidate=new), skill, rejected)
+    assert not new_skill(Proposal(candidate=old), skill, rejected)
+    assert not new_skill(Proposal(candidate=skill), skill, rejected)
+    assert not new_skill(Proposal(candidate=new, refusal="over the size cap"), skill, rejected)
+
+
 def test_candidates_that_tie_on_the_batch_get_a_second_look_on_more_tasks() -> None:
     from skillgrad.stages.candidate import Proposal
     from skillgrad.stages.screen import screen

@@ -201,6 +201,19 @@ def make_sampled_optimizer(helpful: bool = True, base_dir: Any = None) -> Any:
     return reply
 
 
+def make_late_optimizer(base_dir: Any = None) -> Any:
+    """The toy optimizer with ``proposal_form: rules`` that writes no rule below temperature
+    1.0 and, from there, the rule for the most common failing topic: only a hotter sample
+    finds it."""
+
+    def reply(request: ChatRequest) -> Any:
+        if request.kind != "analyst_rules" or (request.temperature or 0.0) >= 1.0:
+            return make_sampled_optimizer()(request)
+        return {"difference": "the answers carry extra words", "rules": []}
+
+    return reply
+
+
 def http_responder(body: dict[str, Any]) -> str:
     """The toy's target and optimizer served over HTTP (a ``FakeOpenAIServer`` responder)."""
     request = ChatRequest(messages=tuple(

@@ -72,8 +72,9 @@ class GradientSection(Section):
     proposals: int = Field(
         1, ge=1, le=8, description="candidates made per step, each from its own sampled "
         "reflection; with more than one, each is rolled out on the step's training tasks and "
-        "the best that beats the current skill there goes to the gate (default 1; 3 with a "
-        "small local optimizer)")
+        "the best that beats the current skill there goes to the gate; a step where none is a "
+        "new skill samples as many once more, hotter (default 1; 3 with a small local "
+        "optimizer)")
     line_ablations: int = Field(
         0, ge=0, le=8, description="also screen candidates that each delete one instruction "
         "(a paragraph or list item, wrapped lines included) of the current skill (the latest "

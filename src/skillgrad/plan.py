@@ -17,7 +17,7 @@ from typing import Any
 from skillgrad.config import ResolvedConfig
 from skillgrad.envs.base import Environment
 from skillgrad.records import Task
-from skillgrad.settings import split_cap
+from skillgrad.settings import resamples, split_cap
 from skillgrad.skill import estimate_tokens
 from skillgrad.stages.judge import JudgeSettings
 from skillgrad.state import steps_per_epoch
@@ -78,23 +78,28 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
     plan.add("target", "eval_val", n_val * (1 + plan.steps), prompt("val"), reply)
     plan.add("target", "rollout", batch * plan.steps, prompt("train"), reply)
     candidates = g.proposals + g.line_ablations + int(g.skill_ablation)
+    # A step whose proposals made no new skill samples these once more; the first ones were
+    # not rolled out then, so the screen's count holds them.
+    sampled = g.proposals + len(resamples(cfg)) if g.proposals > 1 else 1
     if candidates > 1:
         # with drop_riders, at most: each added rule left out in turn, one fewer each round
         riders = o.learning_rate * (o.learning_rate + 1) // 2 - 1 if g.drop_riders else 0
-        plan.add("target", "screen", batch * (candidates + riders) * plan.steps,
+        # a second look: the tied candidates and the current skill on as many more tasks
+        second = min(g.tie_break, candidates) + 1 if g.tie_break else 0
+        plan.add("target", "screen", batch * (candidates + riders + second) * plan.steps,
                  prompt("train"), reply)
     analysts = math.ceil(batch / g.minibatch_size) * (1 if g.failure_only else 2)
     shown = min(g.max_trajectory_chars // 4, reply + prompt("train")) * g.minibatch_size
     if g.failure_judge:  # at most one review per rollout, of the failed ones
         plan.add("optimizer", "judge", batch * plan.steps, OPTIMIZER_OVERHEAD + min(
             g.max_trajectory_chars // 4, reply + prompt("train")), JUDGE_REPLY)
-    plan.add("optimizer", "reflect", analysts * g.proposals * plan.steps,
+    plan.add("optimizer", "reflect", analysts * sampled * plan.steps,
              OPTIMIZER_OVERHEAD + skill + shown, o.max_tokens)
     merges = max(0, analysts - 1)
-    plan.add("optimizer", "aggregate", merges * g.proposals * plan.steps,
+    plan.add("optimizer", "aggregate", merges * sampled * plan.steps,
              OPTIMIZER_OVERHEAD + skill + o.max_tokens * min(analysts, g.merge_batch_size),
              o.max_tokens)
-    plan.add("optimizer", "select", g.proposals * plan.steps,
+    plan.add("optimizer", "select", sampled * plan.steps,
              OPTIMIZER_OVERHEAD + skill + o.max_tokens, o.max_tokens)
     if o.use_slow_update and t.num_epochs > 1:
         epochs = t.num_epochs - 1

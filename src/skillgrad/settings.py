@@ -87,6 +87,20 @@ def sample_temperature(cfg: SkillgradConfig, sample: int) -> float:
     return base if sample == 0 else round(max(base, 0.5) + 0.2 * sample, 3)
 
 
+# The hottest a proposal sampled once more is asked at: hotter, a small model's reply is
+# seldom JSON, and an OpenAI-compatible endpoint refuses above 2.
+MAX_RESAMPLE_TEMPERATURE = 1.5
+
+
+def resamples(cfg: SkillgradConfig) -> list[int]:
+    """The proposals a step samples once more when none of its ``gradient.proposals`` made a
+    new skill: as many again, numbered on, those whose temperature is at most
+    :data:`MAX_RESAMPLE_TEMPERATURE` (with 3 proposals from 0: 3, 4, 5 at 1.1, 1.3, 1.5)."""
+    n = cfg.gradient.proposals
+    return [k for k in range(n, 2 * n)
+            if sample_temperature(cfg, k) <= MAX_RESAMPLE_TEMPERATURE + 1e-9]
+
+
 def judge_settings(resolved: ResolvedConfig) -> JudgeSettings:
     """The outcome-blind reviewer's settings (``gradient.failure_judge``): it reads as much of
     an episode as an analyst does, with the analysts' workers and temperature, and knows

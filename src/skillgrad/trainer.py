@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -60,7 +61,7 @@ from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import references_read, rollout, score, skill_loads
-from skillgrad.stages.screen import Screening, ablations, screen, without_riders
+from skillgrad.stages.screen import Screening, ablations, new_skill, screen, without_riders
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
     BatchOrder,
@@ -298,17 +299,22 @@ class Trainer:
 
         budget = settings.step_budget(self.cfg, s.global_step, s.total_steps)
         made = [(patches, self._propose(skill, patches, budget, results))]
-        for k in range(1, self.cfg.gradient.proposals):  # sampled again: more candidates
-            more = [p for j, out in enumerate(outs) for p in self._reflect(
-                out, skill, self._batch(j)[1], k)]
-            made.append((more, self._propose(skill, more, budget, results)))
+        n = self.cfg.gradient.proposals
+        made += [self._sample(k, outs, skill, budget, results) for k in range(1, n)]
+        # When no analysis made a new skill (each unchanged, refused, or rejected by the gate
+        # before), one more round is sampled, hotter, rather than a step wasted.
+        again: list[int] = []
+        rejected = self._rejected_hashes()
+        if n > 1 and not any(new_skill(p, skill, rejected) for _, p in made):
+            again = settings.resamples(self.cfg)
+            made += [self._sample(k, outs, skill, budget, results) for k in again]
         unusable = unusable_reason([p for asked, _ in made for p in asked])
         made += [([], p) for p in ablations(skill, self.cfg.gradient.line_ablations,
                                              self.cfg.gradient.skill_ablation)]
         screened_out, chosen = None, 0
         if len(made) > 1:
             screening = self._stage("screen", None, lambda: self._screen(
-                made, skill, results, tasks))
+                made, skill, results, tasks, again))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason
@@ -441,11 +447,22 @@ class Trainer:
                            reflecting, rng, self._rejected(), self._evidence(out),
                            self._train_by_id)
 
+    def _sample(self, k: int, outs: list[list[RolloutResult]], skill: str, budget: int,
+                results: list[RolloutResult]) -> tuple[list[Patch], Proposal]:
+        """Proposal ``k`` of the step: its own reflection on each accumulated batch (at
+        proposal ``k``'s temperature) and the candidate it makes."""
+        patches = [p for j, out in enumerate(outs)
+                   for p in self._reflect(out, skill, self._batch(j)[1], k)]
+        return patches, self._propose(skill, patches, budget, results)
+
     def _screen(self, made: list[tuple[list[Patch], Proposal]], skill: str,
-                results: list[RolloutResult], tasks: list[Task]) -> Screening:
+                results: list[RolloutResult], tasks: list[Task],
+                again: Sequence[int] = ()) -> Screening:
         """The step's candidates screened on its training tasks; with
         ``gradient.drop_riders``, the chosen one without the edits that add nothing there
-        (``made`` holds the leaner proposal then, and its row says what was left out)."""
+        (``made`` holds the leaner proposal then, and its row says what was left out).
+        ``again``: the proposals sampled once more, the first holding no new skill (said in
+        the reason)."""
         g = self.cfg.gradient
 
         def run(doc: str, ts: Sequence[Task]) -> list[RolloutResult]:
@@ -458,6 +475,12 @@ class Trainer:
         rejected = self._rejected_hashes()
         screening = screen([m[1] for m in made], skill, results, tasks, run, value, rejected,
                            self._extra_tasks(tasks), g.tie_break, g.shorter_on_tie)
+        if again:
+            n = g.proposals
+            which = f"{again[0]}-{again[-1]}" if len(again) > 1 else f"{again[0]}"
+            screening = replace(screening, sampled_again=len(again), reason=(
+                f"{screening.reason} (proposals {which} sampled again: none of the first {n} "
+                "was a new skill)"))
         i = screening.chosen
         # Only a candidate ahead on the step's tasks: one chosen by a second look won on
         # other tasks, where its rules were not each looked at.

@@ -37,6 +37,14 @@ class Screening:
     reason: str
     current: float
     rows: list[dict[str, Any]] = field(default_factory=list)
+    sampled_again: int = 0  # proposals sampled once more, none of the first being a new skill
+
+
+def new_skill(proposal: Proposal, skill: str, rejected: Mapping[str, int]) -> bool:
+    """Whether the screen would roll ``proposal`` out: a changed skill, not refused, that the
+    gate has not rejected before (``rejected``: skill hash -> the global step)."""
+    return (proposal.refusal is None and proposal.candidate != skill
+            and skill_hash(proposal.candidate) not in rejected)
 
 
 def screen(
