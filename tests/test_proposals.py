@@ -314,7 +314,17 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
     ("Amen", ["The Amen Break"], "is part of an expected answer, 2 words short"),
     ("PARIS!", ["paris"], "matches an expected answer except for case or punctuation"),
     ("London", ["Paris"], "shares no word with any expected answer"),
-    ("the big city", ["a big town"], "shares 1 word with an expected answer but differs"),
+    ("the big city", ["a big town"], "shares 1 word with an expected answer but differs: "
+                                     "'the' where it expects 'a', 'city' where it expects "
+                                     "'town'"),
+    # A unit written out where its symbol was expected; a number with thousands separators is
+    # the number without them, as the scorers read it.
+    ("21,000 grams", ["21000 g"], "shares 1 word with an expected answer but differs: "
+                                  "'grams' where it expects 'g'"),
+    ("2,050", ["2050"], "matches an expected answer except for case or punctuation"),
+    ("in the north east", ["north"], "contains an expected answer plus 3 more words"),
+    ("north of town", ["north side of town"], "shares 3 words with an expected answer but "
+                                              "differs: 'side' missing"),
     # A word written another way: a leading zero, a spelling. Another number is no such word.
     ("3:40", ["03:40"], "matches an expected answer word for word but for characters: '3' "
                         "where it expects '03' ('0' missing at the start)"),
@@ -324,7 +334,8 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
     ("apples red", ["apple red"], "matches an expected answer word for word but for "
                                   "characters: 'apples' where it expects 'apple' ('s' extra at "
                                   "the end)"),
-    ("12:40", ["13:40"], "shares 1 word with an expected answer but differs"),
+    ("12:40", ["13:40"], "shares 1 word with an expected answer but differs: '12' where it "
+                         "expects '13'"),
     # The reading example's reply "1999" to a question whose answer is "1998": another year.
     ("1999", ["Following a referendum in 1997", "1998"], "shares no word with any expected "
                                                           "answer"),

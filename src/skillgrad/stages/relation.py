@@ -10,14 +10,16 @@ import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
-_WORD = re.compile(r"\w+")
+# A word, or a number written with thousands separators ("21,000"), which counts as the
+# number without them: the scorers drop punctuation, so "21,000" is "21000" to them too.
+_WORD = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\w+")
 # How alike two words must be (difflib's ratio) to count as one word written two ways:
 # "3" and "03" are 0.67 alike, "color" and "colour" 0.91, "12" and "13" only 0.5.
 NEAR_WORD = 0.6
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    return [w.replace(",", "") for w in _WORD.findall(text.lower())]
 
 
 def _inside(part: list[str], whole: list[str]) -> bool:
@@ -52,11 +54,27 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
     if near:
         return ("match an expected answer word for word but for some characters",
                 f"matches an expected answer word for word but for characters: {near}")
-    shared = max(len(set(got) & set(w)) for w in wanted)
+    shared, closest = max((len(set(got) & set(w)), w) for w in wanted)
     if shared == 0:
         return "share no word with any expected answer", "shares no word with any expected answer"
     return ("share some words with an expected answer but differ",
-            f"shares {_count(shared)} with an expected answer but differs")
+            f"shares {_count(shared)} with an expected answer but differs: "
+            f"{_differing(got, closest)}")
+
+
+def _differing(got: list[str], wanted: list[str]) -> str:
+    """Where the words of ``got`` and ``wanted`` differ, aligned on those they share:
+    "'grams' where it expects 'g'", "'of' extra", "'city' missing" (at most three)."""
+    out = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted, autojunk=False).get_opcodes():
+        mine, theirs = " ".join(got[i1:i2]), " ".join(wanted[j1:j2])
+        if op == "replace":
+            out.append(f"'{mine}' where it expects '{theirs}'")
+        elif op == "delete":
+            out.append(f"'{mine}' extra")
+        elif op == "insert":
+            out.append(f"'{theirs}' missing")
+    return ", ".join(out[:3]) + (f" and {len(out) - 3} more" if len(out) > 3 else "")
 
 
 def _near_words(got: list[str], wanted: list[list[str]]) -> str:
