@@ -56,19 +56,28 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
                 f"matches an expected answer word for word but for characters: {near}")
     shared, closest = max((len(set(got) & set(w)), w) for w in wanted)
     if shared == 0:
-        return "share no word with any expected answer", "shares no word with any expected answer"
+        # Word beside word, where the reply has as many as an answer of several: "'240' where
+        # it expects '2400', 'minutes' where it expects 'min'" shows a unit written out.
+        same = next((w for w in wanted if len(w) == len(got) > 1), None)
+        return ("share no word with any expected answer",
+                "shares no word with any expected answer"
+                + (f": {_differing(got, same)}" if same else ""))
     return ("share some words with an expected answer but differ",
             f"shares {_count(shared)} with an expected answer but differs: "
             f"{_differing(got, closest)}")
 
 
 def _differing(got: list[str], wanted: list[str]) -> str:
-    """Where the words of ``got`` and ``wanted`` differ, aligned on those they share:
-    "'grams' where it expects 'g'", "'of' extra", "'city' missing" (at most three)."""
+    """Where the words of ``got`` and ``wanted`` differ, aligned on those they share (and
+    word beside word where as many differ): "'grams' where it expects 'g'", "'of' extra",
+    "'city' missing" (at most three)."""
     out = []
     for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted, autojunk=False).get_opcodes():
         mine, theirs = " ".join(got[i1:i2]), " ".join(wanted[j1:j2])
-        if op == "replace":
+        if op == "replace" and i2 - i1 == j2 - j1:  # word beside word
+            out += [f"'{g}' where it expects '{e}'"
+                    for g, e in zip(got[i1:i2], wanted[j1:j2], strict=True)]
+        elif op == "replace":
             out.append(f"'{mine}' where it expects '{theirs}'")
         elif op == "delete":
             out.append(f"'{mine}' extra")
