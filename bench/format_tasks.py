@@ -4,11 +4,13 @@ own the way a new user would: each answer is to be written in the format its que
 ``dates``: half the questions restate a date in another format, half ask for the date some
 days after one; the format asked for is one of ``YYYY-MM-DD``, ``DD/MM/YYYY`` and
 ``Month D, YYYY``. ``times``: clock-time arithmetic (how long something lasted, or when it
-ends), in ``HH:MM`` or ``HH:MM:SS``, over a handful of everyday settings. In both the format is
-chosen per question, so no one fixed format is right for every question. Generation is seeded,
+ends), in ``HH:MM`` or ``HH:MM:SS``, over a handful of everyday settings. ``units``: a quantity converted to
+another unit (km to metres, kg to grams, hours to minutes, ...), answered with the number and
+its unit symbol ("2500 g") or with the number alone. In each the format is chosen per question,
+so no one fixed format is right for every question. Generation is seeded,
 so the same command writes the same file.
 
-    python bench/format_tasks.py OUT_DIR [--kind dates|times] [--n 120] [--seed 0]
+    python bench/format_tasks.py OUT_DIR [--kind dates|times|units] [--n 120] [--seed 0]
 
 OUT_DIR gets ``data.jsonl`` and a ``config.yaml``: the ``qa`` environment with its own initial
 skill, and the quickstart's training settings (four steps of six questions, sized for 2 cores).
@@ -108,9 +110,42 @@ def time_task(rng: random.Random, n: int) -> dict[str, str]:
     return {"id": f"time-{n:03d}", "question": question, "answer": answer}
 
 
+# Unit conversions: (from, to, factor, what is measured, the target unit's name).
+CONVERSIONS = [
+    ("km", "m", 1000, "a running track", "metres"), ("m", "cm", 100, "a plank", "centimetres"),
+    ("cm", "mm", 10, "a screw", "millimetres"), ("kg", "g", 1000, "a bag of flour", "grams"),
+    ("L", "mL", 1000, "a bottle of water", "millilitres"), ("h", "min", 60, "a film", "minutes"),
+    ("min", "s", 60, "a song", "seconds"), ("t", "kg", 1000, "a small truck's load", "kilograms"),
+]
+# How a question asks for its answer: the number with its unit symbol, or the number alone.
+UNIT_FORMS = [("Reply with the number and the unit symbol.", True),
+              ("Reply with the number only.", False),
+              ("Give the value in {name}, written with its unit symbol.", True),
+              ("Answer with just the number.", False)]
+UNIT_QUESTIONS = ["{thing} measures {q} {unit}. How much is that in {name}? {form}",
+                  "Convert {q} {unit} ({thing}) to {name}. {form}",
+                  "How many {name} are in {q} {unit}? {form}"]
+
+
+def unit_task(rng: random.Random, n: int) -> dict[str, str]:
+    unit, to, factor, thing, name = rng.choice(CONVERSIONS)
+    q = rng.choice([rng.randint(2, 40), round(rng.uniform(0.1, 9.9), 1),
+                    round(rng.uniform(0.05, 2.5), 2)])
+    value = round(q * factor, 6)
+    shown = str(int(value)) if value == int(value) else repr(value)
+    form, with_symbol = rng.choice(UNIT_FORMS)
+    question = rng.choice(UNIT_QUESTIONS)
+    question = question.format(
+        thing=thing.capitalize() if question.startswith("{thing}") else thing, q=q, unit=unit,
+        name=name, form=form.format(name=name))
+    return {"id": f"unit-{n:03d}", "question": question,
+            "answer": f"{shown} {to}" if with_symbol else shown}
+
+
 KINDS: dict[str, Callable[[random.Random, int], dict[str, str]]] = {
     "dates": date_task,
     "times": time_task,
+    "units": unit_task,
 }
 
 
