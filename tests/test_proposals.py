@@ -242,6 +242,20 @@ def test_a_rule_becomes_an_appended_bullet() -> None:
 
 
 @pytest.mark.parametrize(("rule", "content"), [
+    # Written by the unit-conversion set's analysts as an order to edit the skill.
+    ("- Add '- Use the unit symbol 'mL' for millilitres.'",
+     "- Use the unit symbol 'mL' for millilitres."),
+    ("Append '- Use the unit symbol for every unit.'", "- Use the unit symbol for every unit."),
+    ('Add the line: "- Reply with the number only."', "- Reply with the number only."),
+    # A rule that only names something to add is no such order.
+    ("Add the unit symbol after the number.", "- Add the unit symbol after the number."),
+    ("Include '- ' before each item of a list.", "- Include '- ' before each item of a list."),
+])
+def test_a_rule_that_orders_a_bullet_added_is_that_bullet(rule: str, content: str) -> None:
+    assert rule_edit(rule, 1).content == content
+
+
+@pytest.mark.parametrize(("rule", "content"), [
     ("Reply with the expected answer only.", "- Reply with the answer only."),
     ("Expected answers are short: keep yours short.", "- The answers are short: keep yours short."),
     ("Give an expected answer without extra words.", "- Give the answer without extra words."),

@@ -103,11 +103,21 @@ _EXPECTED = re.compile(r"\b(?:(?:the|an) )?expected (answers?)\b", re.I)
 _EXPECTED_OTHER = re.compile(r"\b(the|an?) expected (?=\w)", re.I)
 
 
+# A rule written as an order to edit the skill: "Add '- Use the unit symbol.'", "Append the
+# line: \"- Reply with ...\"". The bullet it quotes is the rule.
+_WRAPPED = re.compile(
+    r"^(?:add|append|insert|include)\s+(?:(?:the|this|a|one)\s+(?:new\s+)?"
+    r"(?:rule|line|instruction|bullet)\s*:?\s*)?(['\"`])-\s*(?P<rule>.+)\1\s*\.?$", re.I)
+
+
 def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
     """A plain rule as the edit it deterministically becomes: one bullet at the skill's end,
     with the prompt's "expected answer" put in the agent's words ("the answer"), and any
-    other "expected" thing in the request's ("the requested product attributes")."""
+    other "expected" thing in the request's ("the requested product attributes"). A rule
+    that orders the bullet added ("Add '- ...'") is the bullet it quotes."""
     text = " ".join(rule.split()).removeprefix("- ").strip()
+    wrapped = _WRAPPED.match(text)
+    text = wrapped.group("rule").strip() if wrapped else text
     text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
     text = _EXPECTED_OTHER.sub(lambda m: _cased(
         "the requested " if m.group(1).lower() == "the" else "a requested ", m.group(0)), text)
