@@ -1039,3 +1039,29 @@ def test_a_value_the_agent_answered_one_task_with_is_that_tasks() -> None:
         assert find_quote(fine, ev) is None, fine
     shared = Evidence.of([result(f"s{i}", "12:00") for i in range(4)])
     assert find_quote("- If it ends at noon, reply 12:00.", shared) is None
+
+
+def test_a_training_answer_refused_earlier_is_refused_again_alone() -> None:
+    """The reading example's analyst wrote "Reply with 'An architect' or 'architect'." (a gold
+    answer of its step's batch, refused); the rejected buffer showed it, and at the next step,
+    whose batch does not hold that item, another analyst wrote the answer back inside a longer
+    rule. The answer alone now repeats the refusal; the words of a refusal for other reasons
+    still need five in a row."""
+    from skillgrad.stages.hygiene import REFUSED, Quote, quoted_alone
+
+    first = "- Reply with 'An architect' or 'architect'."
+    reason = f"{REFUSED}: {Quote('answer', 'An architect', '57273').reason()}"
+    assert quoted_alone(reason)
+    results = [_result("t9", "The harbour froze in 1902.", "When did the harbour freeze?")]
+    again = "Reply with the answer provided in the context, which is 'An architect'."
+    shown = Evidence.of(results, refused=[(first, "An architect", quoted_alone(reason))])
+    cleaned = clean_text(again, shown)
+    assert cleaned.clean is None and cleaned.removed[0][1].kind == "refused"
+    assert cleaned.removed[0][1].quoted == "an architect"
+    assert clean_text(again, Evidence.of(results, refused=[(first, "An architect")])).clean \
+        == again
+    for other in (Quote("analysis", "plus 5 more words").reason(),
+                  Quote("unseen", "the answer").reason()):
+        assert not quoted_alone(f"{REFUSED}: {other}")
+    assert not quoted_alone(f"{reason}; the rule went on with the format the task asks for in "
+                            "its place")

@@ -26,7 +26,8 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   templates' fixed text: "if they miss part of it, say what to include");
 * **repeats what was refused**: a run of words of a text refused earlier, which the rejected
   buffer shows the optimizer (so a refusal is not undone by proposing it again later): the
-  words that got it refused, with those around them, not the rest of it.
+  words that got it refused, with those around them, not the rest of it; a training item's
+  own words that got it refused, alone.
 
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
@@ -240,15 +241,21 @@ class Evidence:
     # The answer read from each task's reply, where it holds a number (a time, a date, a sum):
     # a value of that task, as its gold answer is.
     read: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The words of a training item that got a text refused earlier (:func:`quoted_alone`),
+    # which repeat that refusal alone wherever they stand: a gold answer refused in "Reply with
+    # 'An architect'." is not written back in "Reply with the answer in the context, which is
+    # 'An architect'." once the rejected buffer has shown it.
+    refused_alone: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
-           refused: Sequence[str | tuple[str, str]] = (),
+           refused: Sequence[RefusedText] = (),
            instructions: Sequence[str] | None = None,
            system: bool = True) -> Evidence:
         """The evidence of a step's rollouts (``tasks`` by id supply the gold answers;
         ``refused``: texts refused earlier that the optimizer is shown again, each alone or
-        with the words that got it refused (:func:`_refused_runs`);
+        with the words that got it refused (:func:`_refused_runs`), and whether those words
+        repeat it alone (:func:`quoted_alone`);
         ``instructions``: the optimizer's prompts, by default skillgrad's templates;
         ``system``: whether the system messages count as input, which is right when they hold
         the skill the quotes are checked against, and wrong when they hold other skills, as the
@@ -292,10 +299,12 @@ class Evidence:
                     groups[r.task_id] = task.group
         if instructions is None:
             instructions = prompts.fixed_texts()
+        alone = tuple(tuple(words(t[1])) for t in refused
+                      if not isinstance(t, str) and len(t) > 2 and t[2] and words(t[1]))
         return cls(inputs, answers, tuple(feedback),
                    tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions, shapes, forms, form_texts, read)
+                   questions, shapes, forms, form_texts, read, alone)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -402,14 +411,31 @@ def _instruction_runs(instructions: tuple[tuple[str, ...], ...]) -> frozenset[tu
     return frozenset(r for seq in instructions for r in _runs(seq, INSTANCE_RUN))
 
 
-def _refused_runs(refused: str | tuple[str, str]) -> list[tuple[tuple[str, ...], int]]:
+# The reasons of refusals for words of a training item (its input, gold answer, reply, or
+# what only its group says): those words alone repeat the refusal wherever they stand.
+_ITEM_WORDS = re.compile(
+    rf"^{REFUSED}: (?:quotes (?:the gold answer of |the agent's reply to )?training item|names "
+    r"the specifics of training item|quotes what only one group of training items says)")
+
+
+def quoted_alone(reason: str) -> bool:
+    """Whether a refusal with this reason was for a training item's own words, which a later
+    text repeats by holding them alone (not one that went on repaired without them)."""
+    return bool(_ITEM_WORDS.match(reason)) and "; the rule went on with" not in reason
+
+
+RefusedText = str | tuple[str, str] | tuple[str, str, bool]
+
+
+def _refused_runs(refused: RefusedText) -> list[tuple[tuple[str, ...], int]]:
     """What of a text refused earlier a later text must not repeat, as (words, n) pairs (a run
     of n of those words repeats it): where the words that got it refused are known and found in
     it, each stretch of it that holds them whole, with the words around them to make at least
     five ("ensure the reply ends with the answer's format", refused for "the reply ends with
     the answer", is not repeated by "ensure the reply ends with the format the task asks for");
-    otherwise any five words of it in a row."""
-    text, quoted = (refused, "") if isinstance(refused, str) else refused
+    otherwise any five words of it in a row. (With a third value true, the words that got it
+    refused repeat it alone too: :attr:`Evidence.refused_alone`.)"""
+    text, quoted = (refused, "") if isinstance(refused, str) else refused[:2]
     seq, bad = words(text), words(quoted)
     spans = [(i, len(bad)) for i in range(len(seq) - len(bad) + 1)
              if bad and seq[i : i + len(bad)] == bad]
@@ -430,6 +456,9 @@ def _refused_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote
         hits = _in_order(mine, _new_runs(mine, own, n) & _runs(seq, n), n)
         if hits:
             return Quote("refused", _longest(mine, hits[0], n, [seq]))
+    for seq in evidence.refused_alone:
+        if _content(seq) and _in_order(mine, {seq} - _runs(own, len(seq)), len(seq)):
+            return Quote("refused", " ".join(seq))
     return None
 
 
