@@ -16,6 +16,9 @@ _WORD = re.compile(r"\d{1,3}(?:,\d{3})+(?!\d)|\w+")
 # How alike two words must be (difflib's ratio) to count as one word written two ways:
 # "3" and "03" are 0.67 alike, "color" and "colour" 0.91, "12" and "13" only 0.5.
 NEAR_WORD = 0.6
+# The most words on one side of a place where a reply and an answer differ that the relation
+# shows: "'grams' where it expects 'g'", not half a sentence missing.
+SHOWN_WORDS = 3
 
 
 def _words(text: str) -> list[str]:
@@ -59,20 +62,29 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
         # Word beside word, where the reply has as many as an answer of several: "'240' where
         # it expects '2400', 'minutes' where it expects 'min'" shows a unit written out.
         same = next((w for w in wanted if len(w) == len(got) > 1), None)
+        differing = _differing(got, same) if same else ""
         return ("share no word with any expected answer",
                 "shares no word with any expected answer"
-                + (f": {_differing(got, same)}" if same else ""))
+                + (f": {differing}" if differing else ""))
+    differing = _differing(got, closest)
     return ("share some words with an expected answer but differ",
-            f"shares {_count(shared)} with an expected answer but differs: "
-            f"{_differing(got, closest)}")
+            f"shares {_count(shared)} with an expected answer but differs"
+            + (f": {differing}" if differing else ""))
 
 
 def _differing(got: list[str], wanted: list[str]) -> str:
     """Where the words of ``got`` and ``wanted`` differ, aligned on those they share (and
     word beside word where as many differ): "'grams' where it expects 'g'", "'of' extra",
-    "'city' missing" (at most three)."""
+    "'city' missing"; "" where more than three places differ or one differs in more than
+    :data:`SHOWN_WORDS` words on a side (a long answer set beside a short reply), which the
+    reply and the answer shown above it say better."""
     out = []
-    for op, i1, i2, j1, j2 in SequenceMatcher(None, got, wanted, autojunk=False).get_opcodes():
+    ops = SequenceMatcher(None, got, wanted, autojunk=False).get_opcodes()
+    changed = [o for o in ops if o[0] != "equal"]
+    if len(changed) > 3 or any(max(i2 - i1, j2 - j1) > SHOWN_WORDS
+                               for _, i1, i2, j1, j2 in changed):
+        return ""
+    for op, i1, i2, j1, j2 in ops:
         mine, theirs = " ".join(got[i1:i2]), " ".join(wanted[j1:j2])
         if op == "replace" and i2 - i1 == j2 - j1:  # word beside word
             out += [f"'{g}' where it expects '{e}'"
@@ -83,7 +95,7 @@ def _differing(got: list[str], wanted: list[str]) -> str:
             out.append(f"'{mine}' extra")
         elif op == "insert":
             out.append(f"'{theirs}' missing")
-    return ", ".join(out[:3]) + (f" and {len(out) - 3} more" if len(out) > 3 else "")
+    return ", ".join(out)
 
 
 def _near_words(got: list[str], wanted: list[list[str]]) -> str:
