@@ -338,7 +338,8 @@ def test_proposals_are_bounded(toy_dir: Path) -> None:
     ("2,050", ["2050"], "matches an expected answer except for case or punctuation"),
     # A long answer beside a short reply: whole phrases missing are not listed.
     ("Rotterdam is a city in the Netherlands",
-     ["Rotterdam (Dutch: [ˌrɔtərˈdɑm] (listen)) is a city in South Holland, the Netherlands"],
+     ["Rotterdam (/ˈrɒtərdæm/ or /ˌrɒtərˈdæm/; Dutch: [ˌrɔtərˈdɑm] (listen)) is a city in "
+      "South Holland, the Netherlands"],
      "shares 7 words with an expected answer but differs"),
     ("240 minutes", ["2400 min"], "shares no word with any expected answer: '240' where it "
                                   "expects '2400', 'minutes' where it expects 'min'"),
