@@ -59,17 +59,17 @@ def compare_reply(reply: str, expected: Sequence[str]) -> tuple[str, str]:
                 f"matches an expected answer word for word but for characters: {near}")
     shared, closest = max((len(set(got) & set(w)), w) for w in wanted)
     if shared == 0:
+        kind = "share no word with any expected answer"
+        said = "shares no word with any expected answer"
         # Word beside word, where the reply has as many as an answer of several: "'240' where
         # it expects '2400', 'minutes' where it expects 'min'" shows a unit written out.
         same = next((w for w in wanted if len(w) == len(got) > 1), None)
         differing = _differing(got, same) if same else ""
-        return ("share no word with any expected answer",
-                "shares no word with any expected answer"
-                + (f": {differing}" if differing else ""))
-    differing = _differing(got, closest)
-    return ("share some words with an expected answer but differ",
-            f"shares {_count(shared)} with an expected answer but differs"
-            + (f": {differing}" if differing else ""))
+    else:
+        kind = "share some words with an expected answer but differ"
+        said = f"shares {_count(shared)} with an expected answer but differs"
+        differing = _differing(got, closest)
+    return kind, said + (f": {differing}" if differing else "")
 
 
 def _differing(got: list[str], wanted: list[str]) -> str:
@@ -77,7 +77,9 @@ def _differing(got: list[str], wanted: list[str]) -> str:
     word beside word where as many differ): "'grams' where it expects 'g'", "'of' extra",
     "'city' missing"; "" where more than three places differ or one differs in more than
     :data:`SHOWN_WORDS` words on a side (a long answer set beside a short reply), which the
-    reply and the answer shown above it say better."""
+    reply and the answer shown above it say better. (:func:`_edit` walks the same kind of
+    opcodes over the characters of one word, naming where in the word each change stands; the
+    two share no phrasing, so each keeps its own loop.)"""
     out = []
     ops = SequenceMatcher(None, got, wanted, autojunk=False).get_opcodes()
     changed = [o for o in ops if o[0] != "equal"]
