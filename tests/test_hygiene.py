@@ -545,6 +545,49 @@ def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
         assert find_quote(rule, ev) is None, rule
 
 
+def test_a_value_only_one_kind_of_answer_holds_must_say_when_it_applies() -> None:
+    # From the unit-conversion set (bench/format_tasks.py --kind units): the analysts made the
+    # symbol of the gram questions' answers a rule for every question.
+    asked = {"u1": ("Convert 5.7 kg (a bag of flour) to grams. Reply with the number and the "
+                    "unit symbol.", "5700 g"),
+             "u2": ("How many metres are in 38 km? Reply with the number and the unit symbol.",
+                    "38000 m"),
+             "u3": ("How many centimetres are in 37 m? Reply with the number only.", "3700"),
+             "u4": ("Convert 0.24 min (a song) to seconds. Give the value in seconds, written "
+                    "with its unit symbol.", "14.4 s"),
+             "u5": ("How many millimetres are in 5.8 cm? Reply with the number and the unit "
+                    "symbol.", "58 mm"),
+             "u6": ("How many kilograms are in 39 t? Reply with the number only.", "39000")}
+    ev = Evidence.of([_result(i, "", q, "wrong") for i, (q, _) in asked.items()],
+                     {i: Task(id=i, prompt=q, reference=[a]) for i, (q, a) in asked.items()})
+    skill = "# Units\n\n- End your reply with a line of the form `Answer: <your answer>`.\n"
+    for rule, value, task in (
+            ("- Before you answer, include the unit symbol 'g'.", "g", "u1"),
+            ("- Reply with 'Answer: <your answer>' and end with the unit symbol 'mm'", "mm",
+             "u5")):
+        quote = find_quote(rule, ev, skill)
+        assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+            "value", value, task), rule
+    assert find_quote("- Before you answer, include the unit symbol 'g'.", ev, skill).reason() \
+        == ("makes a value only the answers of training item 'u1' and its kind hold a rule for "
+            "every task (say when it applies): 'g'")
+    for rule in ("- If the question asks for grams, write 'g' after the number.",
+                 "- Use the unit symbol 'g' for grams.",
+                 "- Grams: write 'g' after the number.",
+                 "- Write units as their symbols, such as 'g' or 'mm', not as words.",
+                 "- Write units as their symbols (e.g. 'mm'), not as words.",
+                 "- Write units as their symbols, not as words.",
+                 "- Reply with 'min' after the number.",  # a question names it: not answers'
+                 "- End your reply with 'Answer: <your answer>'."):
+        assert find_quote(rule, ev, skill) is None, rule
+    # Half the answers hold it: a value of the batch, not of one kind.
+    metres = Evidence.of([_result(f"m{i}", "", f"How many metres are in {i} km?", "wrong")
+                          for i in range(1, 5)],
+                         {f"m{i}": Task(id=f"m{i}", prompt="", reference=[f"{i}000 m"])
+                          for i in range(1, 5)})
+    assert find_quote("- Write 'm' after the number.", metres) is None
+
+
 # ----------------------------------------------------------------------------- in training
 
 LEAK_FEEDBACK = ("Rule year: it contains the gold answer plus extra words, and scoring is exact "
@@ -1065,3 +1108,31 @@ def test_a_training_answer_refused_earlier_is_refused_again_alone() -> None:
         assert not quoted_alone(f"{REFUSED}: {other}")
     assert not quoted_alone(f"{reason}; the rule went on with the format the task asks for in "
                             "its place")
+
+
+def test_the_rejected_buffer_masks_the_item_words_that_got_a_text_refused() -> None:
+    """What the analysts read of a text refused for a training item's words holds the reason
+    but not the words: shown, they were written back at the next step."""
+    from skillgrad.records import Edit, RejectedStep
+    from skillgrad.stages.hygiene import REFUSED, Quote
+    from skillgrad.stages.render import ITEM_WORDS_SHOWN, render_rejected
+
+    item = RejectedStep(global_step=1, edits=(Edit(op="append", content="- Reply with 'An "
+                                                   "architect' or 'architect'."),),
+                        note=f"{REFUSED}: {Quote('answer', 'an architect', '57273').reason()}",
+                        quoted="an architect")
+    shown = render_rejected([item])
+    assert "an architect" not in shown.lower()
+    assert f"- Reply with '{ITEM_WORDS_SHOWN}' or 'architect'." in shown
+    assert f"quotes the gold answer of training item '57273': '{ITEM_WORDS_SHOWN}'" in shown
+    # A text refused for what it is (an echo of the analysis) is shown as it was written; so
+    # is a rule the gate rejected.
+    echo = RejectedStep(global_step=1, edits=(Edit(op="append", content="- Share 1 word with "
+                                                   "the answer."),),
+                        note=f"{REFUSED}: {Quote('analysis', 'share 1 word').reason()}",
+                        quoted="share 1 word")
+    gated = RejectedStep(global_step=2, edits=(Edit(op="append", content="- Be brief."),),
+                         delta=-0.125)
+    shown = render_rejected([echo, gated])
+    assert "- Share 1 word with the answer." in shown and "'share 1 word'" in shown
+    assert "- append: '- Be brief.' (score change -0.125)" in shown

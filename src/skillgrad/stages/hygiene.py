@@ -90,7 +90,7 @@ REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
                "instructions", "refused", "unseen", "analysis", "group", "about", "narrow",
-               "form"]
+               "value", "form"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -208,6 +208,8 @@ class Quote:
             "about": "speaks about the agent instead of to it",
             "narrow": f"makes a word only the question of training item{where} asks about a "
                       "rule for every task (say when it applies)",
+            "value": f"makes a value only the answers of training item{where} and its kind hold "
+                     "a rule for every task (say when it applies)",
             "form": f"makes a form that training item{where} asks for a rule for every task, "
                     "where other tasks ask for another (say when it applies, or follow the form "
                     "each task asks for)",
@@ -392,7 +394,8 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
             or _names_quote(mine, own, evidence, _quoted_words(text))
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
-            or _narrow_quote(text, mine, own, evidence) or _form_quote(text, skill, evidence)
+            or _narrow_quote(text, mine, own, evidence) or _value_quote(text, own, evidence)
+            or _form_quote(text, skill, evidence)
             or _read_quote(mine, own, evidence))
 
 
@@ -609,6 +612,42 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     if not narrow or any(w in kinds for w, _ in narrow):  # "For a date, ..." says when
         return None
     return Quote("narrow", *narrow[0])
+
+
+# A quoted value given as an example of a kind, not as what to write: "such as 'km'".
+_EXAMPLE = re.compile(r"(?:\be\.g\.|\b(?:such\s+as|for\s+(?:example|instance)|like)\b)[^.;!?]*$",
+                      re.I)
+
+
+def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
+    """A rule with no condition that sets in quotes, as a value to write, a word that only the
+    gold answers of fewer than half of the step's tasks hold and no task's input has: one kind
+    of answer's value made a rule for every task. "Before you answer, include the unit symbol
+    'g'." was written from the questions that convert to grams, among conversions to metres,
+    seconds and numbers alone. The rule that says when it applies ("If the question asks for
+    grams, ...", "Use 'mL' for millilitres", where the inputs of those tasks say
+    "millilitres"), and a value given as an example ("symbols such as 'g' or 'km'") pass."""
+    answered = {i: {w for a in golds for w in a.split()} for i, golds in evidence.answers.items()}
+    label = _LABEL.match(text)  # "Grams: ..." says when; "Reply with 'Answer: ..." does not
+    if (len(answered) < 3 or _CONDITION.search(text)
+            or (label and not any(q in label.group(1) for q in "'\"`‘“"))):
+        return None
+    spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
+    given = [w for m in _QUOTED.finditer(spaced) if not _EXAMPLE.search(spaced[:m.start()])
+             for w in words(m.group(1))]
+    counts = _task_counts(evidence.inputs.values())
+    own_words = set(own)
+    for w in dict.fromkeys(given):
+        if w in _STOP or w in own_words or w.isdigit() or counts.get(w, 0):
+            continue
+        holders = [i for i, ws in answered.items() if w in ws]
+        if not holders or len(holders) >= SCAFFOLD_SHARE * len(answered):
+            continue
+        kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
+        if any(kinds & set(evidence.inputs.get(i, ())) for i in holders):  # "for millilitres"
+            continue
+        return Quote("value", w, holders[0])
+    return None
 
 
 def _capital_forms(text: str, evidence: Evidence) -> str:
