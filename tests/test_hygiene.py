@@ -962,6 +962,30 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
     assert restated_part("Read the question carefully; never use the context.", skill) is None
 
 
+def test_a_skill_line_urged_again_is_the_skill_again() -> None:
+    """The clock-time analysts wrote two of the skill's lines back with "ensure" and "Always"
+    before them, which the screen rolled out as a candidate of their own."""
+    from skillgrad.stages.hygiene import restated_part
+
+    skill = ("# Answering questions\n\n- Read the question and the context carefully before "
+             "answering.\n- Use the context when one is given; otherwise rely on what you "
+             "know.\n- End your reply with a line of the form `Answer: <your answer>`.\n")
+    for urged, part in (
+            ("- Before you answer, ensure you read the question and the context carefully.",
+             "Read the question and the context carefully before answering."),
+            ("- Always end your reply with a line of the form 'Answer: <your answer>'.",
+             "End your reply with a line of the form `Answer: <your answer>`."),
+            ("- Make sure to end your reply with a line of the form Answer: <your answer>.",
+             "End your reply with a line of the form `Answer: <your answer>`."),
+            ("- Please remember to use the context when one is given.",
+             "Use the context when one is given; otherwise rely on what you know.")):
+        assert restated_part(urged, skill) == part, urged
+    for rule in ("- Always end your reply with the unit symbol.",
+                 "- Make sure the time has two digits per field.",
+                 "- Ensure you never use the context."):
+        assert restated_part(rule, skill) is None, rule
+
+
 def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_loss() -> None:
     """The reading example's analyst wrote three wordings of one rule in one reply ("remove
     any words that are not in the answer", "... in the reply but not in the answer", ...), and

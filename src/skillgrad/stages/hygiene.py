@@ -1028,6 +1028,17 @@ _NEGATIONS = frozenset({"no", "not", "never", "without", "nothing", "none", "avo
 RESTATED_MIN_WORDS = 3
 # The opener the analysts' prompt asks a rule to start with, which says nothing of its own.
 _OPENER = re.compile(r"^\W*before you (?:answer|reply)\s*,?\s*", re.I)
+# Words that urge without saying what to do: "Always end your reply with ..." and "Before you
+# answer, ensure you read the question ..." say the skill's "End your reply with ..." and "Read
+# the question ..." again.
+_URGING = re.compile(r"\b(?:(?:make|be)\s+sure(?:\s+(?:to|that))?|ensure(?:\s+that)?|always|"
+                     r"remember\s+to|please)\b", re.I)
+
+
+def _said(text: str) -> set[str]:
+    """The content words of what ``text`` asks for, without the opener or words that urge, and
+    without negations (which :func:`_negated` reads apart)."""
+    return content_words(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", "")) - _NEGATIONS
 _CLAUSE_END = re.compile(r"\s*[,;:()]\s*")
 
 
@@ -1088,7 +1099,7 @@ def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
 def _within_a_part(clause: str, skill: str) -> bool:
     """Whether ``clause``, too short to restate a part on its own, holds only words of one part
     of ``skill`` (with its negation, or without as the part is)."""
-    mine = content_words(_OPENER.sub("", clause).replace("'", "")) - _NEGATIONS
+    mine = _said(clause)
     return len(mine) < RESTATED_MIN_WORDS and any(
         mine <= content_words(part) and _negated(part) == _negated(clause)
         for part in skill_parts(skill))
@@ -1109,7 +1120,7 @@ def contradicted_part(text: str, skill: str) -> str | None:
 
 
 def _holding_part(text: str, skill: str, *, opposite: bool) -> str | None:
-    mine = content_words(_OPENER.sub("", text).replace("'", "")) - _NEGATIONS
+    mine = _said(text)
     if len(mine) < RESTATED_MIN_WORDS:
         return None
     negated = _negated(text)
