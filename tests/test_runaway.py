@@ -275,3 +275,43 @@ def test_a_runaway_rewrite_is_refused_as_a_runaway() -> None:
                           max_tokens=100, temperature=0.0)
     assert result.document is None and result.error is not None
     assert result.error.startswith("runaway (repeated text): '- Answer with the bare value.'")
+
+
+def test_the_rules_reply_states_a_bound_on_its_difference_and_parses_past_it() -> None:
+    """The 1.5B analyst looped inside "difference" to the token limit and lost its rules; the
+    schema bounds that sentence, which a grammar-constrained model obeys and an endpoint that
+    does not enforce it ignores. What comes back longer still parses."""
+    from skillgrad.stages.replies import DIFFERENCE_CHARS, RULE_CHARS, RulesReply, rules_schema
+
+    schema = rules_schema(3)
+    assert schema["properties"]["difference"]["maxLength"] == DIFFERENCE_CHARS
+    assert schema["properties"]["rules"]["items"] == {"type": "string", "maxLength": RULE_CHARS}
+    assert schema["required"] == ["difference", "rules"]
+    long = RulesReply.model_validate({"difference": LOOPED * 40, "rules": ["- Be brief."]})
+    assert long.difference == LOOPED * 40 and long.rules == ["- Be brief."]
+    grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    gbnf = grammar.json_schema_to_gbnf(json.dumps(schema))
+    assert gbnf.count("char") > DIFFERENCE_CHARS  # the bound is in the grammar, not dropped
+    grammar.LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+def test_a_rule_stopped_at_its_bound_keeps_its_whole_sentences() -> None:
+    """A rule of the embedded analyst ran on ("If the unit symbol is present but not in the
+    correct position, move it ... If the unit symbol is present but not in the correct
+    order, ..."); stopped at the bound, it is kept as far as its last whole sentence. A rule
+    of any other length is kept as written (an endpoint that ignores the bound)."""
+    from skillgrad.stages.replies import RULE_CHARS, RulesReply
+
+    first = ("Before you answer, make sure to include the unit symbol 'mL' for millilitres, 's' "
+             "for seconds and 'min' for minutes. If the unit symbol is missing, add it to the "
+             "end of the answer.")
+    runaway = (first + " If the unit symbol is present but not in the correct position, move "
+               "it to the correct position." * 10)[:RULE_CHARS]
+    assert not runaway.endswith(".")
+    reply = RulesReply(difference="no unit symbol", rules=[runaway, "Be brief. Or"])
+    kept = reply.whole_rules()
+    assert kept[0].startswith(first) and kept[0].endswith("position.") and len(kept[0]) < RULE_CHARS
+    assert kept[1] == "Be brief. Or"
+    long = first * 3
+    assert RulesReply(rules=[long]).whole_rules() == [long]
+    assert [e.content for e in reply.to_edits(1)][0] == f"- {kept[0]}"

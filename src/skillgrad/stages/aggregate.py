@@ -163,7 +163,7 @@ def _merge_rules(group: list[Patch], kind: str, skill: str, model: ChatModel,
     if reply.value is None:
         return Patch(source=source, edits=inputs, raw=reply.raw, tasks=_tasks(group),
                      error=f"merge reply unusable ({reply.error}); inputs kept unmerged")
-    merged = [rule_edit(r, 1) for r in reply.value.rules if r.strip()]
+    merged = [rule_edit(r, 1) for r in reply.value.whole_rules()]
     supports = [0] * len(merged)
     repaired: list[str] = []
     kept: list[Edit] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skillgrad.models.ask_json import strict_schema
 from skillgrad.records import Edit, EditOp, SuggestionType
@@ -60,22 +60,49 @@ class PatchReply(BaseModel):
     edits: list[EditReply] = []
 
 
+# The most characters of a rules reply's "difference" (one sentence, the prompt asks) and of
+# each of its rules (one instruction).
+DIFFERENCE_CHARS = 600
+RULE_CHARS = 300
+_SENTENCE = re.compile(r"[.!?](?=\s|$)")
+
+
+def _cut_at_bound(rule: str) -> str:
+    """A rule that stopped at :data:`RULE_CHARS` (a grammar-constrained model's bound), as far
+    as its last whole sentence: "If the unit symbol is present but not in the correct pos" is
+    no instruction. Any other rule as it is."""
+    if len(rule) != RULE_CHARS:
+        return rule
+    ends = [m.end() for m in _SENTENCE.finditer(rule)]
+    return rule[: ends[-1]] if ends else rule
+
+
 class RulesReply(BaseModel):
     """``proposal_form: rules``: how the failed replies differ from the expected answers, and
     plain rules that would close the gap. Each rule becomes an appended bullet."""
 
     model_config = ConfigDict(extra="ignore")
 
-    difference: str = ""
-    rules: list[str] = []
+    # Bounds the schema states and the reply is not checked against: a grammar-constrained
+    # model closes the string there and goes on, where a small one had repeated a sentence to
+    # the token limit and lost the reply (9 of 60 rules replies on the unit-conversion set);
+    # an endpoint that does not enforce them ignores them.
+    difference: str = Field("", json_schema_extra={"maxLength": DIFFERENCE_CHARS})
+    rules: list[str] = Field([], json_schema_extra={"items": {"type": "string",
+                                                              "maxLength": RULE_CHARS}})
 
     @property
     def reasoning(self) -> str:
         return self.difference
 
+    def whole_rules(self) -> list[str]:
+        """The rules written, each cut back to its last whole sentence where it stopped at the
+        bound."""
+        return [_cut_at_bound(r) for r in self.rules if r.strip()]
+
     def to_edits(self, support: int) -> list[Edit]:
         return [rule_edit(piece, support, self.difference)
-                for r in self.rules for piece in split_rules(r) if piece.strip()]
+                for r in self.whole_rules() for piece in split_rules(r) if piece.strip()]
 
 
 # A small model sometimes writes several rules as one string that holds a quoted list, with the
