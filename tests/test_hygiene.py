@@ -1134,23 +1134,24 @@ def test_a_training_answer_refused_earlier_is_refused_again_alone() -> None:
                             "its place")
 
 
-def test_the_rejected_buffer_masks_the_item_words_that_got_a_text_refused() -> None:
-    """What the analysts read of a text refused for a training item's words holds the reason
-    but not the words: shown, they were written back at the next step."""
+def test_the_rejected_buffer_counts_the_texts_refused_for_an_items_words_and_shows_none() -> None:
+    """What the analysts read of a text refused for a training item's words is a count: shown,
+    the words were written back at the next step, and masked, the mask was ("- Reply with the
+    answer [that item's words]." on the unit-conversion set)."""
     from skillgrad.records import Edit, RejectedStep
     from skillgrad.stages.hygiene import REFUSED, Quote
-    from skillgrad.stages.render import ITEM_WORDS_SHOWN, render_rejected
+    from skillgrad.stages.render import render_rejected
 
     item = RejectedStep(global_step=1, edits=(Edit(op="append", content="- Reply with 'An "
                                                    "architect' or 'architect'."),),
                         note=f"{REFUSED}: {Quote('answer', 'an architect', '57273').reason()}",
                         quoted="an architect")
     shown = render_rejected([item])
-    assert "an architect" not in shown.lower()
-    assert f"- Reply with '{ITEM_WORDS_SHOWN}' or 'architect'." in shown
-    assert f"quotes the gold answer of training item '57273': '{ITEM_WORDS_SHOWN}'" in shown
+    assert "architect" not in shown and "57273" not in shown
+    assert shown.endswith("(1 more refused before rollout for holding the words of a training "
+                          "item, not shown)\n")
     # A text refused for what it is (an echo of the analysis) is shown as it was written; so
-    # is a rule the gate rejected.
+    # is a rule the gate rejected, and one refused for an item's words that went on repaired.
     echo = RejectedStep(global_step=1, edits=(Edit(op="append", content="- Share 1 word with "
                                                    "the answer."),),
                         note=f"{REFUSED}: {Quote('analysis', 'share 1 word').reason()}",
@@ -1160,3 +1161,4 @@ def test_the_rejected_buffer_masks_the_item_words_that_got_a_text_refused() -> N
     shown = render_rejected([echo, gated])
     assert "- Share 1 word with the answer." in shown and "'share 1 word'" in shown
     assert "- append: '- Be brief.' (score change -0.125)" in shown
+    assert "not shown" not in shown

@@ -244,44 +244,34 @@ def clip_middle(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
-ITEM_WORDS_SHOWN = "[that item's words]"
-
-
-def _masked(text: str, quoted: str) -> str:
-    """``text`` with each place that holds the words of ``quoted`` in order (whatever stands
-    between them but letters and digits, any case) replaced by :data:`ITEM_WORDS_SHOWN`."""
-    parts = re.findall(r"[^\W_]+", quoted)
-    if not parts:
-        return text
-    pattern = r"(?<![^\W_])" + r"[\W_]+".join(map(re.escape, parts)) + r"(?![^\W_])"
-    return re.sub(pattern, ITEM_WORDS_SHOWN, text, flags=re.IGNORECASE)
-
-
 def render_rejected(rejected: Sequence[RejectedStep]) -> str:
     """The rejected buffer. A text refused for a training item's own words (its gold answer,
-    its input, the agent's reply to it) is shown with those words masked: the reason is
-    enough to avoid it, and the words shown would be written back ("Reply with 'An
-    architect'", refused, came back as "... which is 'An architect'")."""
+    its input, the agent's reply to it) is counted, not shown: the analysts wrote such a text
+    back ("Reply with 'An architect'", refused, came back as "... which is 'An architect'"),
+    and with the words masked they wrote the mask back."""
     if not rejected:
         return ""
     lines = ["", "## Changes already tried this epoch and rejected by validation (do not repeat)"]
+    hidden = 0
     for r in rejected:
+        if r.quoted and quoted_alone(r.note):
+            hidden += len(r.edits)
+            continue
         change = "no score" if r.delta is None else f"score change {r.delta:+.3f}"
-        mask = r.quoted if r.quoted and quoted_alone(r.note) else ""
-        note = _masked(r.note, mask) if mask else r.note
-        why = f"{note}; {change}" if note else change
+        why = f"{r.note}; {change}" if r.note else change
         for e in r.edits:
             if isinstance(e, Suggestion):
-                description = _masked(e.description, mask) if mask else e.description
-                lines.append(f"- {e.type}: {description!r} ({why})")
+                lines.append(f"- {e.type}: {e.description!r} ({why})")
             else:
                 anchor = f" after/at {e.anchor!r}" if e.anchor else ""
-                content = _masked(e.content, mask) if mask else e.content
-                lines.append(f"- {e.op}{anchor}: {content!r} ({why})")
+                lines.append(f"- {e.op}{anchor}: {e.content!r} ({why})")
         for text in r.reminders:
             lines.append(f"- reminder: {text!r} ({why})")
         if not r.edits and not r.reminders:
             lines.append(f"- {why}")
+    if hidden:
+        lines.append(f"({hidden} more refused before rollout for holding the words of a training "
+                     "item, not shown)")
     return "\n".join(lines) + "\n"
 
 
