@@ -637,13 +637,13 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
              for w in words(m.group(1))]
     counts = _task_counts(evidence.inputs.values())
     own_words = set(own)
+    kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
     for w in dict.fromkeys(given):
         if w in _STOP or w in own_words or w.isdigit() or counts.get(w, 0):
             continue
         holders = [i for i, ws in answered.items() if w in ws]
         if not holders or len(holders) >= SCAFFOLD_SHARE * len(answered):
             continue
-        kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
         if any(kinds & set(evidence.inputs.get(i, ())) for i in holders):  # "for millilitres"
             continue
         return Quote("value", w, holders[0])
@@ -1028,6 +1028,7 @@ _NEGATIONS = frozenset({"no", "not", "never", "without", "nothing", "none", "avo
 RESTATED_MIN_WORDS = 3
 # The opener the analysts' prompt asks a rule to start with, which says nothing of its own.
 _OPENER = re.compile(r"^\W*before you (?:answer|reply)\s*,?\s*", re.I)
+_CLAUSE_END = re.compile(r"\s*[,;:()]\s*")
 # Words that urge without saying what to do: "Always end your reply with ..." and "Before you
 # answer, ensure you read the question ..." say the skill's "End your reply with ..." and "Read
 # the question ..." again.
@@ -1039,7 +1040,6 @@ def _said(text: str) -> set[str]:
     """The content words of what ``text`` asks for, without the opener or words that urge, and
     without negations (which :func:`_negated` reads apart)."""
     return content_words(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", "")) - _NEGATIONS
-_CLAUSE_END = re.compile(r"\s*[,;:()]\s*")
 
 
 def _negated(text: str) -> bool:
