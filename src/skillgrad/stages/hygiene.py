@@ -632,9 +632,8 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     if (len(answered) < 3 or _CONDITION.search(text)
             or (label and not any(q in label.group(1) for q in "'\"`‘“"))):
         return None
-    spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
-    given = [w for m in _QUOTED.finditer(spaced) if not _EXAMPLE.search(spaced[:m.start()])
-             for w in words(m.group(1))]
+    given = [w for before, quoted in _quotations(text) if not _EXAMPLE.search(before)
+             for w in words(quoted)]
     counts = _task_counts(evidence.inputs.values())
     own_words = set(own)
     kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
@@ -797,11 +796,16 @@ def answer_shape(answer: str) -> str:
 _QUOTED = re.compile(r"['\"`‘“]([^'\"`’”\n]{1,40})['\"`’”]")
 
 
-def _quoted_words(text: str) -> frozenset[str]:
-    """The words a text sets in quotes ("starts with 'rotterdam'"), as :func:`words` has them;
-    an apostrophe inside a word ("don't", "the agent's") opens no quote."""
+def _quotations(text: str) -> list[tuple[str, str]]:
+    """What a text sets in quotes, each with the text before it; an apostrophe inside a word
+    ("don't", "the agent's") opens no quote."""
     spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
-    return frozenset(w for m in _QUOTED.finditer(spaced) for w in words(m.group(1)))
+    return [(spaced[: m.start()], m.group(1)) for m in _QUOTED.finditer(spaced)]
+
+
+def _quoted_words(text: str) -> frozenset[str]:
+    """The words a text sets in quotes ("starts with 'rotterdam'"), as :func:`words` has them."""
+    return frozenset(w for _, quoted in _quotations(text) for w in words(quoted))
 
 
 def _names_quote(mine: list[str], own: list[str], evidence: Evidence,
