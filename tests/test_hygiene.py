@@ -586,6 +586,16 @@ def test_a_value_only_one_kind_of_answer_holds_must_say_when_it_applies() -> Non
                          {f"m{i}": Task(id=f"m{i}", prompt="", reference=[f"{i}000 m"])
                           for i in range(1, 5)})
     assert find_quote("- Write 'm' after the number.", metres) is None
+    # A value set in brackets is a value too, and a condition that names no kind of task ("if
+    # you know it") does not say when it applies (the units run's accepted clause).
+    for rule in ("- Use the unit symbol (mm) in your reply if you know it.",
+                 "- End your reply with the unit symbol (mm) when possible."):
+        quote = find_quote(rule, ev, skill)
+        assert quote is not None and (quote.kind, quote.quoted) == ("value", "mm"), rule
+    for rule in ("- Use the unit symbol (mm) when the question asks for millimetres.",
+                 "- Write units as their symbols (e.g. mm), not as words.",
+                 "- Use the unit symbol (if any) that the question names."):
+        assert find_quote(rule, ev, skill) is None, rule
 
 
 # ----------------------------------------------------------------------------- in training
@@ -960,6 +970,74 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
     assert restated_part("Read the question and the context carefully before answering; write "
                          "the unit as its symbol.", skill) is None
     assert restated_part("Read the question carefully; never use the context.", skill) is None
+
+
+QA_SKILL = ("# Answering questions\n\n- Read the question and the context carefully before "
+            "answering.\n- Use the context when one is given; otherwise rely on what you "
+            "know.\n- End your reply with a line of the form `Answer: <your answer>`.\n")
+# The rule the gate of a unit-conversion run accepted: the skill's three lines again, joined,
+# with one clause of the analyst's own among them.
+JOINED_WITH_ONE_CLAUSE = (
+    "- Before you answer, read the question and the context carefully and use the context when "
+    "one is given; otherwise rely on what you know; use the unit symbol (mm) in your reply if "
+    "you know it; end your reply with a line of the form 'Answer: <your answer>'.")
+
+
+def test_a_rule_that_says_the_skill_again_beside_a_clause_of_its_own_is_cut_to_it() -> None:
+    from skillgrad.stages.hygiene import own_clauses, restated_part
+
+    assert restated_part(JOINED_WITH_ONE_CLAUSE, QA_SKILL) is None  # it says more
+    rest, said = own_clauses(JOINED_WITH_ONE_CLAUSE, QA_SKILL)
+    assert rest == "- Use the unit symbol (mm) in your reply if you know it."
+    assert said == ("Read the question and the context carefully before answering.; Use the "
+                    "context when one is given; otherwise rely on what you know.; End your "
+                    "reply with a line of the form `Answer: <your answer>`.")
+    # Sentence by sentence, and a lead word the cut leaves first is dropped.
+    assert own_clauses("- Read the question and the context carefully. Also, write every time "
+                       "with two digits per field.", QA_SKILL)[0] == (
+        "- Write every time with two digits per field.")
+    # Nothing to cut: a rule all its own, one that is all the skill again (left out whole
+    # elsewhere), one whose own part is under three words.
+    for rule in ("- Write every time with two digits per field; give seconds when asked.",
+                 "- Read the question and the context carefully before answering; use the "
+                 "context.",
+                 "- Read the question and the context carefully; be brief."):
+        assert own_clauses(rule, QA_SKILL) is None, rule
+
+
+def test_an_analysts_rule_cut_to_its_own_clause_is_reported_and_checked_again() -> None:
+    """The cut rule goes on alone, and is checked on its own: here its bracketed value, which
+    only one training answer holds, under a condition that names nothing, is refused."""
+    from skillgrad.models.scripted import ScriptedModel
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.reflect import CUT_TO, ReflectSettings, analyse
+
+    clean = {"difference": "units", "rules": [
+        "Read the question and the context carefully; write each unit as its symbol."]}
+    patch, _ = _analysed([json.dumps(clean)], "5.8 cm", "58 mm", 1, QA_SKILL)
+    assert [e.content for e in patch.edits] == ["- Write each unit as its symbol."]
+    assert len(patch.restated) == 1 and f" {CUT_TO} " in patch.restated[0]
+    assert "'- Write each unit as its symbol.'" in patch.restated[0]
+    losses = Proposal(candidate=QA_SKILL, restated=patch.restated).losses()
+    assert losses == ("analysts: 1 cut to the clauses the skill lacks",)
+
+    asked = {f"u{i}": (q, a) for i, (q, a) in enumerate((
+        ("How many millimetres are in 5.8 cm? Reply with the number and the unit symbol.",
+         "58 mm"),
+        ("How many metres are in 38 km? Reply with the number and the unit symbol.", "38000 m"),
+        ("How many centimetres are in 37 m? Reply with the number only.", "3700"),
+        ("How many kilograms are in 39 t? Reply with the number only.", "39000")), 1)}
+    failed = [_result(i, "", q, "wrong") for i, (q, _) in asked.items()]
+    tasks = {i: Task(id=i, prompt=q, reference=[a]) for i, (q, a) in asked.items()}
+    model = ScriptedModel([json.dumps({"difference": "units", "rules": [JOINED_WITH_ONE_CLAUSE]}),
+                           json.dumps({"difference": "units", "rules": []})])
+    patch = analyse("failure", failed, QA_SKILL, model,
+                    ReflectSettings(form="rules", max_edits=1), "", 0,
+                    evidence=Evidence.of(failed, tasks), tasks=tasks)
+    assert patch.edits == ()
+    assert [r.item.content for r in patch.refused] == [
+        "- Use the unit symbol (mm) in your reply if you know it."]
+    assert "'mm'" in patch.refused[0].reason
 
 
 def test_a_skill_line_urged_again_is_the_skill_again() -> None:

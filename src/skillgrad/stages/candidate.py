@@ -52,7 +52,7 @@ from skillgrad.stages.hygiene import (
     distinct,
     find_quote,
 )
-from skillgrad.stages.reflect import left_out_by_skill
+from skillgrad.stages.reflect import CUT_TO, cut_to_own, left_out_by_skill
 from skillgrad.stages.render import one_line
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
@@ -158,19 +158,25 @@ class Proposal:
             out.append(f"hygiene refused {whole}")
         if len(self.refused) > whole:  # a part given the task's form, or a word dropped
             out.append(f"hygiene reworded {len(self.refused) - whole}")
+        cut = sum(f" {CUT_TO} " in line for line in self.restated)
         against = sum(f" {CONTRADICTS} the skill's " in line for line in self.restated)
         said = [f"{n} {what}" for n, what in (
-            (len(self.restated) - against, "restating a kept rule or the skill"),
+            (len(self.restated) - against - cut, "restating a kept rule or the skill"),
             (against, "contradicting the skill")) if n]
         if said:
             out.append(f"analysts: {' and '.join(said)} left out")
+        if cut:
+            out.append(f"analysts: {cut} cut to the clauses the skill lacks")
         merged = dict(self.artifacts).get("merged_patch")
         repaired = merged["merged"].repaired if isinstance(merged, dict) else ()
         if repaired:
             out.append(f"merge: {len(repaired)} put back")
-        if self.merge_left_out:
-            out.append(f"merge: {len(self.merge_left_out)} restating or contradicting the skill "
-                       "left out")
+        merge_cut = sum(f" {CUT_TO} " in line for line in self.merge_left_out)
+        if len(self.merge_left_out) > merge_cut:
+            out.append(f"merge: {len(self.merge_left_out) - merge_cut} restating or "
+                       "contradicting the skill left out")
+        if merge_cut:
+            out.append(f"merge: {merge_cut} cut to the clauses the skill lacks")
         skipped = [o for o in (self.report.outcomes if self.report else ())
                    if o.status == "skipped"]
         # The screen's leave-one-out puts what it left out in the report, skipped, too; it is
@@ -241,10 +247,13 @@ def aggregate_stage(
         return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                         n_proposed=sum(len(p.suggestions) for p in patches))
     agg = aggregate(patches, skill, model, settings.merge, requests)
-    items, refused = clean_items(agg.merged.edits, evidence, skill)
     # The analysts' rules were checked against the skill; a rule the merge wrote is checked
-    # here, and one that says again what the skill says, or its opposite, is left out.
+    # here: one that says lines of the skill again beside a clause of its own is cut to that
+    # clause, and one that says again what the skill says, or its opposite, is left out.
+    merged, cut = cut_to_own(agg.merged.edits, skill)
+    items, refused = clean_items(merged, evidence, skill)
     items, left_out = left_out_by_skill(items, skill)
+    left_out = [*cut, *left_out]
     return Proposal(candidate=skill, items=tuple(items), refused=tuple(first + refused),
                     restated=tuple(line for p in patches for line in p.restated),
                     merge_left_out=tuple(left_out),

@@ -319,6 +319,18 @@ _QUESTION = re.compile(r"[^.?!\n]*\?")
 # ("Dates: ...", "Rule year: ..."), or "for" before the kind it names ("For a date, ...").
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):(?=\s|$)")  # not "HH:MM"
+# What follows a condition up to the end of its clause ("if the question asks for grams"), and
+# the words of a condition that name no kind of task: "if you know it", "when possible".
+_CONDITION_CLAUSE = re.compile(_CONDITION.pattern + r"([^,;.!?\n]*)", re.I)
+_VACUOUS = frozenset("know known sure unsure certain possible needed need necessary applicable "
+                     "appropriate relevant required available present able can any".split())
+
+
+def _says_when(text: str) -> bool:
+    """Whether ``text`` has a condition that names something (a kind of question, a word of
+    the task): "If the question asks for grams, ..."; not "... if you know it"."""
+    return any(content_words(m.group(1)) - _VACUOUS for m in _CONDITION_CLAUSE.finditer(text))
+
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 # A thing a rule presumes every task has: the word after "the" or a possessive, or after one
 # word more ("just the date", "the full date", "your final answer"). "a year", "each date" are
@@ -592,8 +604,7 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     what every answer of the batch is, and passes. So does the rule that says when it applies
     ("If the question asks for a date, ..."), and a word the skill already holds."""
     n_tasks = len(evidence.inputs)
-    if (n_tasks < 3 or not evidence.questions or _CONDITION.search(text)
-            or _LABEL.match(text)):
+    if n_tasks < 3 or not evidence.questions or _says_when(text) or _LABEL.match(text):
         return None
     own_words = set(own)
     named = [w for w in dict.fromkeys(w for found in _NAMED.findall(text) for w in words(found))
@@ -629,11 +640,11 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     "millilitres"), and a value given as an example ("symbols such as 'g' or 'km'") pass."""
     answered = {i: {w for a in golds for w in a.split()} for i, golds in evidence.answers.items()}
     label = _LABEL.match(text)  # "Grams: ..." says when; "Reply with 'Answer: ..." does not
-    if (len(answered) < 3 or _CONDITION.search(text)
+    if (len(answered) < 3 or _says_when(text)
             or (label and not any(q in label.group(1) for q in "'\"`‘“"))):
         return None
-    given = [w for before, quoted in _quotations(text) if not _EXAMPLE.search(before)
-             for w in words(quoted)]
+    given = [w for before, quoted in [*_quotations(text), *_bracketed(text)]
+             if not _EXAMPLE.search(before) for w in words(quoted)]
     counts = _task_counts(evidence.inputs.values())
     own_words = set(own)
     kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
@@ -801,6 +812,16 @@ def _quotations(text: str) -> list[tuple[str, str]]:
     ("don't", "the agent's") opens no quote."""
     spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
     return [(spaced[: m.start()], m.group(1)) for m in _QUOTED.finditer(spaced)]
+
+
+# A short value set in brackets: "use the unit symbol (mm)".
+_BRACKETED = re.compile(r"\(([^()\n]{1,15})\)")
+
+
+def _bracketed(text: str) -> list[tuple[str, str]]:
+    """What a text sets in brackets, where it is a word or two, each with the text before it."""
+    return [(text[: m.start() + 1] + m.group(1), m.group(1)) for m in _BRACKETED.finditer(text)
+            if len(m.group(1).split()) <= 2]
 
 
 def _quoted_words(text: str) -> frozenset[str]:
@@ -1095,18 +1116,68 @@ def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
         part = _holding_part(clause, skill, opposite=False)
         if part is not None:
             parts.append(part)
-        elif not _within_a_part(clause, skill):
+        elif _part_within(clause, skill) is None:
             return None
     return parts or None
 
 
-def _within_a_part(clause: str, skill: str) -> bool:
-    """Whether ``clause``, too short to restate a part on its own, holds only words of one part
-    of ``skill`` (with its negation, or without as the part is)."""
+def _part_within(clause: str, skill: str) -> str | None:
+    """The part of ``skill`` whose words hold all of ``clause``'s, where the clause is too short
+    to restate a part on its own (with the part's negation, or without as the part is)."""
     mine = _said(clause)
-    return len(mine) < RESTATED_MIN_WORDS and any(
-        mine <= content_words(part) and _negated(part) == _negated(clause)
-        for part in skill_parts(skill))
+    if len(mine) >= RESTATED_MIN_WORDS:
+        return None
+    return next((part for part in skill_parts(skill)
+                 if mine <= content_words(part) and _negated(part) == _negated(clause)), None)
+
+
+def _clause_said(clause: str, skill: str) -> list[str]:
+    """The lines of ``skill`` that ``clause`` says again (empty: it says something of its own):
+    one part it restates, the part it holds a few words of, or, for a clause that joins the
+    words of several lines ("read the question and the context carefully and use the context
+    when one is given"), every line it takes words from, where it has no word, and no negation,
+    that the skill's lines lack."""
+    part = _holding_part(clause, skill, opposite=False) or _part_within(clause, skill)
+    if part is not None:
+        return [part]
+    mine = _said(clause)
+    lines = [LIST_ITEM.sub("", " ".join(x.strip() for x in item.splitlines()))
+             for item in instructions(skill)]
+    if (len(mine) < RESTATED_MIN_WORDS or not lines
+            or not mine <= set().union(*(content_words(x) for x in lines))
+            or (_negated(clause) and not any(_negated(x) for x in lines))):
+        return []
+    return [x for x in lines if content_words(x) & mine]
+
+
+def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
+    """``text`` cut to the clauses (its sentences, split at ";") that say something ``skill``
+    does not, and the skill's lines the others say again, joined by "; "; None where no clause
+    says a line again, none says anything new, or what is new is under three words. A units
+    analyst wrote the skill's three lines back as one rule with a clause of its own among them
+    ("read the question and the context carefully and use the context when one is given;
+    otherwise rely on what you know; use the unit symbol in your reply; end your reply with a
+    line of the form ..."), which the gate accepted: a rule that is mostly the skill again."""
+    marker = LIST_ITEM.match(text)
+    head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
+    kept: list[str] = []
+    said: list[str] = []
+    for sentence in (x.strip() for x in _SENTENCE_END.split(body.strip()) if x.strip()):
+        clauses = [x.strip() for x in sentence.split(";") if x.strip()]
+        mine = []
+        for clause in clauses:
+            parts = _clause_said(clause, skill)
+            said += parts
+            if not parts:
+                mine.append(clause)
+        if mine:
+            joined = "; ".join(mine)
+            kept.append(joined if joined == sentence or joined[-1:] in ".!?"
+                        else joined.rstrip(",:") + ".")
+    rest = _LEAD.sub("", " ".join(kept))
+    if not said or not kept or len(content_words(rest)) < RESTATED_MIN_WORDS:
+        return None
+    return head + rest[:1].upper() + rest[1:], "; ".join(dict.fromkeys(said))
 
 
 # The verb of the line that reports an added rule left out as the opposite of a part of the

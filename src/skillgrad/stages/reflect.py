@@ -44,6 +44,7 @@ from skillgrad.stages.hygiene import (
     clean_items,
     contradicted_part,
     distinct,
+    own_clauses,
     restated_part,
     restates,
 )
@@ -204,7 +205,7 @@ def analyse(
                      temperature=settings.temperature, schema=schema)
     if reply.value is None:
         return Patch(source=kind, error=reply.error, raw=reply.raw, minibatch=index)
-    proposed = _items(reply.value, len(batch))
+    proposed, cut = cut_to_own(_items(reply.value, len(batch)), skill)
     items, refused = clean_items(proposed, evidence, skill)
     whole = len(items) < len(proposed)  # some refused whole
     items, restated = _first_of_each(items)
@@ -214,6 +215,7 @@ def analyse(
             messages, reply, items, refused, idle, skill, model, settings, evidence,
             len(batch), shape, schema, name)
         restated = list(dict.fromkeys([*restated, *again]))  # a rule written in both replies
+    restated = [*cut, *restated]
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
@@ -252,7 +254,9 @@ def _ask_once_more(
     if again.value is None:  # the first reply's items, less those the skill says or denies
         return (reply, [i for i in items if all(i is not e for e, _ in said)], refused,
                 restated)
-    more, later = clean_items(_items(again.value, count), evidence, skill)
+    more, cut = cut_to_own(_items(again.value, count), skill)
+    restated += cut
+    more, later = clean_items(more, evidence, skill)
     out = list(kept)
     for item in more:
         if any(_text(item) == _text(k) for k in out):
@@ -283,6 +287,30 @@ def _first_of_each(items: Sequence[Edit | Suggestion]) -> tuple[list[Edit | Sugg
         elif _text(item) != _text(twin):
             said.append(_left_out(item, "the same reply's", _quoted(_text(twin))))
     return out, said
+
+
+# What the line that reports an added rule cut to its own clauses says after the skill's
+# lines it said again ("... says the skill's '<lines>' again; kept only '<rule>'").
+CUT_TO = "again; kept only"
+
+
+def cut_to_own(items: Sequence[Edit | Suggestion], skill: str
+               ) -> tuple[list[Edit | Suggestion], list[str]]:
+    """``items`` with each added rule that says lines of ``skill`` again beside a clause of its
+    own cut to its own clauses (:func:`own_clauses`), and a line for each cut."""
+    out: list[Edit | Suggestion] = []
+    lines: list[str] = []
+    for item in items:
+        own = (own_clauses(item.content, skill)
+               if isinstance(item, Edit) and item.op in ("append", "insert_after") else None)
+        if own is None or not isinstance(item, Edit):
+            out.append(item)
+            continue
+        rest, said = own
+        lines.append(f"{_quoted(item.content)} says the skill's {_quoted(said)} {CUT_TO} "
+                     f"{_quoted(rest)}")
+        out.append(item.model_copy(update={"content": rest}))
+    return out, lines
 
 
 def _quoted(text: str) -> str:
