@@ -992,6 +992,20 @@ def test_a_rule_that_says_the_skill_again_beside_a_clause_of_its_own_is_cut_to_i
     assert said == ("Read the question and the context carefully before answering.; Use the "
                     "context when one is given; otherwise rely on what you know.; End your "
                     "reply with a line of the form `Answer: <your answer>`.")
+    # Clauses joined by commas, as the same run's analysts wrote them next: cut alike, or left
+    # out whole where every clause is the skill again.
+    assert own_clauses("- Before you answer, read the question and the context carefully before "
+                       "answering, use the appropriate unit for the answer, end your reply with "
+                       "a line of the form `Answer: <your answer>`.", QA_SKILL)[0] == (
+        "- Use the appropriate unit for the answer.")
+    assert restated_part("- Read the question and the context carefully before answering, use "
+                         "the context when one is given, and end the reply with a",
+                         QA_SKILL) is not None
+    # A condition stays with what it conditions, and so does a short lead-in.
+    for rule in ("- When one is given, quote the context's words exactly.",
+                 "- For example, for seconds, include the unit 's' after the number.",
+                 "- If the context is given, read it carefully, and reply with its exact words."):
+        assert own_clauses(rule, QA_SKILL) is None, rule
     # Sentence by sentence, and a lead word the cut leaves first is dropped.
     assert own_clauses("- Read the question and the context carefully. Also, write every time "
                        "with two digits per field.", QA_SKILL)[0] == (

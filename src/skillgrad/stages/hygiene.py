@@ -1106,19 +1106,44 @@ def restated_part(text: str, skill: str) -> str | None:
 
 
 def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
-    """The parts of ``skill`` that ``sentence`` says again, whole or clause by clause (at least
-    one clause a part; the others each within a part's words); None when it says more."""
+    """The parts of ``skill`` that ``sentence`` says again, whole or clause by clause
+    (:func:`clauses`; each a part, a few of one part's words, or only words of the skill's
+    lines, and at least one a part); None when it says more."""
     whole = _holding_part(sentence, skill, opposite=False)
     if whole is not None:
         return [whole]
     parts: list[str] = []
-    for clause in (x for x in sentence.split(";") if x.strip()):
-        part = _holding_part(clause, skill, opposite=False)
-        if part is not None:
-            parts.append(part)
-        elif _part_within(clause, skill) is None:
+    holds = False
+    for _, clause in clauses(sentence):
+        said = _clause_said(clause, skill)
+        if not said:
             return None
-    return parts or None
+        holds = holds or _holding_part(clause, skill, opposite=False) is not None
+        parts += said
+    return parts if holds else None
+
+
+# A clause that leads into the next one and says nothing alone: a condition ("if the question
+# asks for grams, ..."), "for" before a kind ("for seconds, ..."), an example's opener.
+_LEADS_IN = re.compile(r"^\W*(?:if|when|whenever|unless|where|whether|in\s+case|for|otherwise|"
+                       r"before|after|once|while|as|because|since|e\.g\.)\b", re.I)
+
+
+def clauses(sentence: str) -> list[tuple[str, str]]:
+    """``sentence`` split at ";" and at ", " into clauses, each with the separator before it
+    ("" for the first); a clause that leads into the next ("if ...", "for seconds", "Before
+    you answer", "On the results page": a condition, or a piece of two content words or fewer
+    before a comma) stays with it, so a condition is never parted from what it conditions."""
+    out: list[tuple[str, str]] = []
+    for part in (x for x in re.split(r"\s*;\s*", sentence.strip()) if x):
+        glue = False
+        for k, piece in enumerate(x for x in re.split(r",\s+", part) if x.strip()):
+            if glue:
+                out[-1] = (out[-1][0], f"{out[-1][1]}, {piece}")
+            else:
+                out.append(("" if not out else "; " if k == 0 else ", ", piece))
+            glue = bool(_LEADS_IN.match(piece)) or len(_said(piece)) < RESTATED_MIN_WORDS
+    return out
 
 
 def _part_within(clause: str, skill: str) -> str | None:
@@ -1151,9 +1176,9 @@ def _clause_said(clause: str, skill: str) -> list[str]:
 
 
 def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
-    """``text`` cut to the clauses (its sentences, split at ";") that say something ``skill``
-    does not, and the skill's lines the others say again, joined by "; "; None where no clause
-    says a line again, none says anything new, or what is new is under three words. A units
+    """``text`` cut to the clauses (:func:`clauses`) that say something ``skill`` does not, and
+    the skill's lines the others say again, joined by "; "; None where no clause says a line
+    again, none says anything new, or what is new is under three content words. A units
     analyst wrote the skill's three lines back as one rule with a clause of its own among them
     ("read the question and the context carefully and use the context when one is given;
     otherwise rely on what you know; use the unit symbol in your reply; end your reply with a
@@ -1163,17 +1188,16 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
     kept: list[str] = []
     said: list[str] = []
     for sentence in (x.strip() for x in _SENTENCE_END.split(body.strip()) if x.strip()):
-        clauses = [x.strip() for x in sentence.split(";") if x.strip()]
-        mine = []
-        for clause in clauses:
+        mine = ""
+        pieces = clauses(sentence)
+        for sep, clause in pieces:
             parts = _clause_said(clause, skill)
             said += parts
             if not parts:
-                mine.append(clause)
+                mine += (sep if mine else "") + clause
         if mine:
-            joined = "; ".join(mine)
-            kept.append(joined if joined == sentence or joined[-1:] in ".!?"
-                        else joined.rstrip(",:") + ".")
+            last_cut = bool(_clause_said(pieces[-1][1], skill))
+            kept.append(mine.rstrip(",;: ") + "." if last_cut else mine)
     rest = _LEAD.sub("", " ".join(kept))
     if not said or not kept or len(content_words(rest)) < RESTATED_MIN_WORDS:
         return None
