@@ -1172,7 +1172,12 @@ def _clause_said(clause: str, skill: str) -> list[str]:
             or not mine <= set().union(*(content_words(x) for x in lines))
             or (_negated(clause) and not any(_negated(x) for x in lines))):
         return []
-    return [x for x in lines if content_words(x) & mine]
+    said: list[str] = []  # the lines it takes the most words from, until all are covered
+    while mine:
+        line = max(lines, key=lambda x: len(content_words(x) & mine))
+        said.append(line)
+        mine = mine - content_words(line)
+    return [x for x in lines if x in said]
 
 
 def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
