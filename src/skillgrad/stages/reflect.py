@@ -215,7 +215,7 @@ def analyse(
             messages, reply, items, refused, idle, skill, model, settings, evidence,
             len(batch), shape, schema, name)
         restated = list(dict.fromkeys([*restated, *again]))  # a rule written in both replies
-    restated = [*cut, *restated]
+    restated = list(dict.fromkeys([*cut, *restated]))  # a cut written again is one cut
     value: Any = reply.value
     reminders = tuple(r.strip() for r in getattr(value, "reminders", []) if r.strip())
     reasoning = value.reasoning
