@@ -293,6 +293,9 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "unseen", "the answer and the agent's reply"),
     ("Before you answer, make sure the answer is exactly as expected.", "unseen",
      "answer is exactly as expected"),
+    # Accepted, cut to this clause, on a unit-conversion set: the units held against the answer.
+    ("Before you answer, check if the units match the answer; If the units are correct, use",
+     "unseen", "match the answer"),
     # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
     ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
      "share 1 word with"),
@@ -719,7 +722,9 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Give the 'short' form of a name the passage writes.",
                  "Reply with the exact answer only.",
                  "Name the agent that sees the file.", "Leave out what is not in the passage.",
-                 "Add the unit the question asks for if it is not in your reply."):
+                 "Add the unit the question asks for if it is not in your reply.",
+                 "Make sure the last line matches the answer you worked out.",
+                 "Make sure the units match the question."):
         assert unseen_quote(fine) is None, fine
 
 

@@ -113,6 +113,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # The reference set beside the reply the other way round ("check the answer and the
     # agent's reply for differences").
     re.compile(_ANSWER + r"\s+(?:and|with|to|against|versus|vs\.?)\s+" + _REPLY, re.IGNORECASE),
+    # A part of the reply held against the answer ("check if the units match the answer"): the
+    # answer it is to match is the reference ("matches the answer you worked out" is not).
+    re.compile(r"\bmatch(?:es|ing)?\s+(?:with\s+)?" + _ANSWER + r"(?!\s+(?:that\s+)?you\b)",
+               re.IGNORECASE),
     # The reply judged against what is expected of it ("make sure the answer is exactly as
     # expected"): the expectation is the reference the agent never sees.
     re.compile(r"\b(?:reply|replies|response|output|answer|answers)\s+(?:is|are|looks?)\s+"
