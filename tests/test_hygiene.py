@@ -977,6 +977,28 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
     assert restated_part("Read the question carefully; never use the context.", skill) is None
 
 
+def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() -> None:
+    """A unit-conversion analyst wrote two questions of its batch into rules, a one-digit number
+    and its unit each; the gate nearly accepted them (7 better, 2 worse, p = 0.054)."""
+    asked = {"unit-023": "Convert 6 km (a running track) to metres. Give the value in metres, "
+                         "written with its unit symbol.",
+             "unit-084": "How many kilograms are in 5 t? Reply with the number only.",
+             "unit-083": "A screw measures 2.6 cm. How much is that in millimetres? Reply with "
+                         "the number only.",
+             "unit-046": "How many metres are in 1.55 km? Reply with the number only."}
+    ev = Evidence.of([_result(i, "", q, "wrong") for i, q in asked.items()])
+    for rule, quoted, task in (
+            ("- Reply with the exact number of kilograms in 5 t.", "5 t", "unit-084"),
+            ("- Convert 6 km to metres by multiplying the number by 1000.", "6 km", "unit-023")):
+        quote = find_quote(rule, ev)
+        assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+            "instance", quoted, task), rule
+    for rule in ("- Convert kilometres to metres by multiplying the number by 1000.",
+                 "- Write 2 digits after the point.",  # no task has "2 digits"
+                 "- Reply with the number only."):
+        assert find_quote(rule, ev) is None, rule
+
+
 QA_SKILL = ("# Answering questions\n\n- Read the question and the context carefully before "
             "answering.\n- Use the context when one is given; otherwise rely on what you "
             "know.\n- End your reply with a line of the form `Answer: <your answer>`.\n")

@@ -408,6 +408,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
     return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
             or _group_quote(text, mine, own, evidence)
             or _names_quote(mine, own, evidence, _quoted_words(text))
+            or _quantity_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
             or _narrow_quote(text, mine, own, evidence) or _value_quote(text, own, evidence)
@@ -852,6 +853,26 @@ def _names_quote(mine: list[str], own: list[str], evidence: Evidence,
         named = sorted(w for w in found & mine_set - own_set - _STOP if held[w] < common)
         if len(named) >= ITEM_NAMES or set(named) & quoted:
             return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
+    return None
+
+
+def _quantity_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
+    """A number with the word after it ("6 km", "5 t") as one task's input has them, and fewer
+    than half of the step's tasks: that task's quantity. A unit-conversion analyst wrote
+    "Reply with the exact number of kilograms in 5 t." and "Convert 6 km to metres by
+    multiplying the number by 1000." from two questions of its batch; a number of one digit
+    is no name, and a run of two words is no quote, so neither check refused them."""
+    n_tasks = len(evidence.inputs)
+    pairs = {(a, b) for a, b in zip(mine, mine[1:], strict=False)
+             if a.isdigit() and not b.isdigit() and b not in FUNCTION_WORDS}
+    pairs -= set(zip(own, own[1:], strict=False))
+    if not pairs or n_tasks < 2:
+        return None
+    for pair in sorted(pairs, key=lambda p: mine.index(p[0])):
+        holders = [i for i, seq in evidence.inputs.items()
+                   if pair in set(zip(seq, seq[1:], strict=False))]
+        if holders and len(holders) < SCAFFOLD_SHARE * n_tasks:
+            return Quote("instance", " ".join(pair), holders[0])
     return None
 
 
