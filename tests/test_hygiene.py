@@ -999,6 +999,19 @@ def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() ->
         assert find_quote(rule, ev) is None, rule
 
 
+def test_a_rule_that_writes_a_refusals_reason_back_copies_skillgrads_own_words() -> None:
+    """Told why its rule was refused, a unit-conversion analyst wrote the reason into its next
+    rule, the training item's id with it; the screen rolled it out."""
+    ev = Evidence.of([_result("unit-050", "", "Convert 5.7 kg to grams.", "wrong"),
+                      _result("unit-010", "", "How many seconds are in 0.24 min?", "wrong")])
+    echoed = ("- End the reply with Answer: <your answer>' without making any value only the "
+              "answers of training item 'unit-050' and its kind hold a rule for every task (say "
+              "when it applies): 'g' or 's'.")
+    quote = find_quote(echoed, ev)
+    assert quote is not None and quote.kind == "instructions", quote
+    assert find_quote("- Say when a rule applies: for grams, write 'g'.", ev) is None
+
+
 QA_SKILL = ("# Answering questions\n\n- Read the question and the context carefully before "
             "answering.\n- Use the context when one is given; otherwise rely on what you "
             "know.\n- End your reply with a line of the form `Answer: <your answer>`.\n")

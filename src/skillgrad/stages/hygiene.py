@@ -187,6 +187,33 @@ def _in_order(mine: Sequence[str], runs: set[tuple[str, ...]], n: int) -> list[i
     return [i for i in range(len(mine) - n + 1) if tuple(mine[i : i + n]) in runs]
 
 
+# Why a text was refused, by kind ("{where}": the training item's id, where there is one).
+_REASONS: dict[str, str] = {
+    "instance": "quotes training item{where}",
+    "answer": "quotes the gold answer of training item{where}",
+    "reply": "quotes the agent's reply to training item{where}",
+    "names": "names the specifics of training item{where}",
+    "feedback": "copies the scorer's feedback",
+    "scaffolding": "copies the task prompt's scaffolding",
+    "instructions": "copies the optimizer prompt's own instructions",
+    "refused": "repeats text refused earlier",
+    "group": "quotes what only one group of training items says (such as{where})",
+    "unseen": "speaks of what the agent never sees",
+    "analysis": "echoes skillgrad's failure analysis",
+    "about": "speaks about the agent instead of to it",
+    "narrow": "makes a word only the question of training item{where} asks about a rule for "
+              "every task (say when it applies)",
+    "value": "makes a value only the answers of training item{where} and its kind hold a rule "
+             "for every task (say when it applies)",
+    "form": "makes a form that training item{where} asks for a rule for every task, where other "
+            "tasks ask for another (say when it applies, or follow the form each task asks for)",
+}
+# The reasons' own words, which an analyst told why its rule was refused may write back into a
+# rule ("... without making any value only the answers of training item 'unit-050' and its kind
+# hold a rule for every task"): checked as the optimizer's prompts are.
+REASON_TEXTS = tuple(t.replace("{where}", "\n") for t in _REASONS.values())
+
+
 @dataclass(frozen=True)
 class Quote:
     """Why a text was refused: what kind of thing it copies, from which task, and the words."""
@@ -197,28 +224,7 @@ class Quote:
 
     def reason(self) -> str:
         where = f" {self.task_id!r}" if self.task_id else ""
-        what = {
-            "instance": f"quotes training item{where}",
-            "answer": f"quotes the gold answer of training item{where}",
-            "reply": f"quotes the agent's reply to training item{where}",
-            "names": f"names the specifics of training item{where}",
-            "feedback": "copies the scorer's feedback",
-            "scaffolding": "copies the task prompt's scaffolding",
-            "instructions": "copies the optimizer prompt's own instructions",
-            "refused": "repeats text refused earlier",
-            "group": f"quotes what only one group of training items says (such as{where})",
-            "unseen": "speaks of what the agent never sees",
-            "analysis": "echoes skillgrad's failure analysis",
-            "about": "speaks about the agent instead of to it",
-            "narrow": f"makes a word only the question of training item{where} asks about a "
-                      "rule for every task (say when it applies)",
-            "value": f"makes a value only the answers of training item{where} and its kind hold "
-                     "a rule for every task (say when it applies)",
-            "form": f"makes a form that training item{where} asks for a rule for every task, "
-                    "where other tasks ask for another (say when it applies, or follow the form "
-                    "each task asks for)",
-        }[self.kind]
-        return f"{what}: {self.quoted!r}"
+        return f"{_REASONS[self.kind].format(where=where)}: {self.quoted!r}"
 
 
 @dataclass(frozen=True)
@@ -304,7 +310,7 @@ class Evidence:
                 if task.group is not None:
                     groups[r.task_id] = task.group
         if instructions is None:
-            instructions = prompts.fixed_texts()
+            instructions = (*prompts.fixed_texts(), *REASON_TEXTS)
         alone = tuple(tuple(words(t[1])) for t in refused
                       if not isinstance(t, str) and len(t) > 2 and t[2] and words(t[1]))
         return cls(inputs, answers, tuple(feedback),
