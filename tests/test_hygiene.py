@@ -1064,7 +1064,8 @@ def test_an_analysts_rule_cut_to_its_own_clause_is_reported_and_checked_again() 
     only one training answer holds, under a condition that names nothing, is refused."""
     from skillgrad.models.scripted import ScriptedModel
     from skillgrad.stages.candidate import Proposal
-    from skillgrad.stages.reflect import CUT_TO, ReflectSettings, analyse
+    from skillgrad.stages.reflect import ReflectSettings, analyse
+    from skillgrad.stages.restated import CUT_TO
 
     clean = {"difference": "units", "rules": [
         "Read the question and the context carefully; write each unit as its symbol."]}

@@ -52,8 +52,8 @@ from skillgrad.stages.hygiene import (
     distinct,
     find_quote,
 )
-from skillgrad.stages.reflect import CUT_TO, cut_to_own, left_out_by_skill
 from skillgrad.stages.render import one_line
+from skillgrad.stages.restated import CUT_TO, cut_to_own, left_out_by_skill
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
 from skillgrad.stages.trigger import retrain_trigger

@@ -37,19 +37,14 @@ from skillgrad.records import (
     Task,
 )
 from skillgrad.stages.hygiene import (
-    CONTRADICTS,
     NO_EVIDENCE,
     REFUSED,
     Evidence,
     clean_items,
-    contradicted_part,
     distinct,
-    own_clauses,
-    restated_part,
     restates,
 )
 from skillgrad.stages.render import (
-    one_line,
     render_breakdown,
     render_contrast,
     render_rejected,
@@ -68,6 +63,15 @@ from skillgrad.stages.replies import (
     rules_schema,
     suggestions_schema,
 )
+from skillgrad.stages.restated import (
+    OPPOSITE,
+    against_skill,
+    cut_to_own,
+    first_of_each,
+    left_out,
+    quoted_text,
+    text_of,
+)
 from skillgrad.stages.rewrite import ask_document, prompt_parts
 from skillgrad.stages.update import IDLE_REASONS, apply_edits
 
@@ -80,11 +84,6 @@ PACKAGE_NOTE = (
     "(a path) to append to that file, or to start a new reference file (references/NAME.md), "
     "and then say in SKILL.md when to read it. Leave \"file\" empty otherwise.\n")
 RETRY_TEMPERATURE = 0.7  # the analyst asked again after a refusal samples at least this hot
-# The reasons an added rule that says again what the skill says, or says its opposite, is
-# left out (a skill that says both is one no person would ship; the screen's line ablation is
-# what takes a rule of the skill out).
-SAID = "the skill already says it"
-OPPOSITE = "the skill says the opposite"
 
 
 @dataclass(frozen=True)
@@ -208,7 +207,7 @@ def analyse(
     proposed, cut = cut_to_own(_items(reply.value, len(batch)), skill)
     items, refused = clean_items(proposed, evidence, skill)
     whole = len(items) < len(proposed)  # some refused whole
-    items, restated = _first_of_each(items)
+    items, restated = first_of_each(items)
     idle = _idle(items, skill)
     if whole or idle:
         reply, items, refused, again = _ask_once_more(
@@ -259,84 +258,19 @@ def _ask_once_more(
     more, later = clean_items(more, evidence, skill)
     out = list(kept)
     for item in more:
-        if any(_text(item) == _text(k) for k in out):
+        if any(text_of(item) == text_of(k) for k in out):
             continue  # a kept rule written again: nothing is lost
-        twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        against = _against_skill(item, skill)
+        twin = next((k for k in out if restates(text_of(item), text_of(k))), None)
+        against = against_skill(item, skill)
         if against is not None:
             restated.append(against[1])
         elif twin is None:
             out.append(item)
-        elif _text(item) != _text(twin):
+        elif text_of(item) != text_of(twin):
             which = "the kept" if any(twin is k for k in kept) else "the same reply's"
-            restated.append(_left_out(item, which, _quoted(_text(twin))))
+            restated.append(left_out(item, which, quoted_text(text_of(twin))))
     # The same rule written again is refused once.
     return again, out[: settings.max_edits], distinct([*refused, *later]), restated
-
-
-def _first_of_each(items: Sequence[Edit | Suggestion]) -> tuple[list[Edit | Suggestion],
-                                                                  list[str]]:
-    """The items of one reply less those that restate an earlier one (:func:`restates`), and a
-    line for each left out."""
-    out: list[Edit | Suggestion] = []
-    said: list[str] = []
-    for item in items:
-        twin = next((k for k in out if restates(_text(item), _text(k))), None)
-        if twin is None:
-            out.append(item)
-        elif _text(item) != _text(twin):
-            said.append(_left_out(item, "the same reply's", _quoted(_text(twin))))
-    return out, said
-
-
-# What the line that reports an added rule cut to its own clauses says after the skill's
-# lines it said again ("... says the skill's '<lines>' again; kept only '<rule>'").
-CUT_TO = "again; kept only"
-
-
-def cut_to_own(items: Sequence[Edit | Suggestion], skill: str
-               ) -> tuple[list[Edit | Suggestion], list[str]]:
-    """``items`` with each added rule that says lines of ``skill`` again beside a clause of its
-    own cut to its own clauses (:func:`own_clauses`), and a line for each cut."""
-    out: list[Edit | Suggestion] = []
-    lines: list[str] = []
-    for item in items:
-        own = (own_clauses(item.content, skill)
-               if isinstance(item, Edit) and item.op in ("append", "insert_after") else None)
-        if own is None or not isinstance(item, Edit):
-            out.append(item)
-            continue
-        rest, said = own
-        lines.append(f"{_quoted(item.content)} says the skill's {_quoted(said)} {CUT_TO} "
-                     f"{_quoted(rest)}")
-        out.append(item.model_copy(update={"content": rest}))
-    return out, lines
-
-
-def _quoted(text: str) -> str:
-    return repr(one_line(text, 120))
-
-
-def _left_out(item: Edit | Suggestion, whose: str, quoted: str, verb: str = "restates") -> str:
-    """The line that says ``item`` was left out as a restatement of ``whose`` ``quoted`` (or
-    as what ``verb`` says it does to it)."""
-    return f"{_quoted(_text(item))} {verb} {whose} {quoted}; left out"
-
-
-def left_out_by_skill(items: Sequence[Edit | Suggestion], skill: str
-                      ) -> tuple[list[Edit | Suggestion], list[str]]:
-    """``items`` less the added rules that say again what a part of ``skill`` says, or its
-    opposite, and a line for each left out: the check an analyst's rules pass, for the rules a
-    merge wrote in their place."""
-    kept: list[Edit | Suggestion] = []
-    lines: list[str] = []
-    for item in items:
-        against = _against_skill(item, skill)
-        if against is None:
-            kept.append(item)
-        else:
-            lines.append(against[1])
-    return kept, lines
 
 
 def _items(value: Any, count: int) -> list[Edit | Suggestion]:
@@ -366,38 +300,19 @@ def _idle(items: Sequence[Edit | Suggestion], skill: str) -> list[Idle]:
             reason = report.outcomes[0].reason or ""
             if report.outcomes[0].status == "skipped" and reason.startswith(IDLE_REASONS):
                 out.append((item, reason, None))
-            elif (against := _against_skill(item, skill)) is not None:
+            elif (against := against_skill(item, skill)) is not None:
                 out.append((item, *against))
     return out
 
 
-def _against_skill(item: Edit | Suggestion, skill: str) -> tuple[str, str] | None:
-    """Why an added rule is left out, and the line the patch keeps of it: the part of the skill
-    it says again, or the opposite of (None for a rule that says neither, and for other edits,
-    which change a part in place)."""
-    if not (isinstance(item, Edit) and item.op in ("append", "insert_after")):
-        return None
-    reason, verb, part = SAID, "restates", restated_part(item.content, skill)
-    if part is None:
-        reason, verb, part = OPPOSITE, CONTRADICTS, contradicted_part(item.content, skill)
-    if part is None:
-        return None
-    quoted = _quoted(part)
-    return f"{reason}: {quoted}", _left_out(item, "the skill's", quoted, verb)
-
-
-def _text(item: Edit | Suggestion) -> str:
-    return item.description if isinstance(item, Suggestion) else item.content
-
-
 def _ask_again(refused: Sequence[Refused], idle: Sequence[Idle] = (),
                kept: Sequence[Edit | Suggestion] = ()) -> str:
-    listed = [f"- {_text(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
+    listed = [f"- {text_of(r.item)!r}: {r.reason.removeprefix(REFUSED + ': ')}" for r in refused]
     listed += [f"- {e.content!r}: " + (f"{why}, and a skill must not say both"
                                         if why.startswith(OPPOSITE)
                                         else f"changes nothing in the skill ({why})")
                for e, why, _ in idle]
-    took = "".join(f"- {_text(i)!r}\n" for i in kept)
+    took = "".join(f"- {text_of(i)!r}\n" for i in kept)
     return ((f"Kept (no need to write them again):\n{took}" if took else "")
             + "Some of those cannot go into the skill:\n" + "\n".join(listed) + "\nA skill must "
             "work on tasks it has never seen, and an edit must change what the agent does. Say "
