@@ -25,6 +25,7 @@ from skillgrad.stages.render import one_line
 SAID = "the skill already says it"
 OPPOSITE = "the skill says the opposite"
 
+
 def first_of_each(items: Sequence[Edit | Suggestion]) -> tuple[list[Edit | Suggestion],
                                                                   list[str]]:
     """The items of one reply less those that restate an earlier one (:func:`restates`), and a
