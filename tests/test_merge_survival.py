@@ -133,13 +133,13 @@ def test_a_rule_the_merge_wrote_with_the_skill_around_its_own_clause_is_cut_to_i
     them has it cut to that clause, as an analyst's rule is, and the step line counts it."""
     def merge(request: ChatRequest) -> str:
         return json.dumps({"difference": "the formats", "rules": [
-            "Read the question, work out the time difference, and write each field of the time "
+            "Read the question; work out the time difference; write each field of the time "
             "with two digits; do not add words after the time."]})
 
     done, _ = _through(RULE_PATCHES, merge, _settings("rules"))
     assert "- Write each field of the time with two digits; do not add words after the time." \
         in done.candidate
-    assert "Read the question, work out" not in done.candidate
+    assert "Read the question; work out" not in done.candidate
     cut = dict(done.artifacts)["merged_patch"]["left_out"]
     assert len(cut) == 1 and "again; kept only '- Write each field of the time" in cut[0]
     assert "merge: 1 cut to the clauses the skill lacks" in done.losses()

@@ -1160,7 +1160,7 @@ _LEADS_IN = re.compile(r"^\W*(?:if|when|whenever|unless|where|whether|in\s+case|
                        r"before|after|once|while|as|because|since|e\.g\.)\b", re.I)
 
 
-def clauses(sentence: str) -> list[tuple[str, str]]:
+def clauses(sentence: str, *, commas: bool = True) -> list[tuple[str, str]]:
     """``sentence`` split at ";" and at ", " into clauses, each with the separator before it
     ("" for the first); a clause that leads into the next ("if ...", "for seconds", "Before
     you answer", "On the results page": a condition, or a piece of two content words or fewer
@@ -1168,7 +1168,8 @@ def clauses(sentence: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for part in (x for x in re.split(r"\s*;\s*", sentence.strip()) if x):
         glue = False
-        for k, piece in enumerate(x for x in re.split(r",\s+", part) if x.strip()):
+        pieces = re.split(r",\s+", part) if commas else [part]
+        for k, piece in enumerate(x for x in pieces if x.strip()):
             if glue:
                 out[-1] = (out[-1][0], f"{out[-1][1]}, {piece}")
             else:
@@ -1212,7 +1213,8 @@ def _clause_said(clause: str, skill: str) -> list[str]:
 
 
 def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
-    """``text`` cut to the clauses (:func:`clauses`) that say something ``skill`` does not, and
+    """``text`` cut to the clauses (:func:`clauses`, split at ";" only) that say something
+    ``skill`` does not, and
     the skill's lines the others say again, joined by "; "; None where no clause says a line
     again, none says anything new, or what is new is under three content words. A units
     analyst wrote the skill's three lines back as one rule with a clause of its own among them
@@ -1225,7 +1227,9 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
     said: list[str] = []
     for sentence in (x.strip() for x in _SENTENCE_END.split(body.strip()) if x.strip()):
         mine = ""
-        pieces = clauses(sentence)
+        # Only at ";": steps joined by commas ("Search first, then read the section the search
+        # points to, then answer.") may add their order to the lines they say again.
+        pieces = clauses(sentence, commas=False)
         for sep, clause in pieces:
             parts = _clause_said(clause, skill)
             said += parts
