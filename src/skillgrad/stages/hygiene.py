@@ -874,9 +874,9 @@ def _quantity_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quot
     pairs -= set(zip(own, own[1:], strict=False))
     if not pairs or n_tasks < 2:
         return None
+    bigrams = {i: set(zip(seq, seq[1:], strict=False)) for i, seq in evidence.inputs.items()}
     for pair in sorted(pairs, key=lambda p: mine.index(p[0])):
-        holders = [i for i, seq in evidence.inputs.items()
-                   if pair in set(zip(seq, seq[1:], strict=False))]
+        holders = [i for i, held in bigrams.items() if pair in held]
         if holders and len(holders) < SCAFFOLD_SHARE * n_tasks:
             return Quote("instance", " ".join(pair), holders[0])
     return None
