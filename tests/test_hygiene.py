@@ -1294,3 +1294,71 @@ def test_the_rejected_buffer_counts_the_texts_refused_for_an_items_words_and_sho
     assert "- Share 1 word with the answer." in shown and "'share 1 word'" in shown
     assert "- append: '- Be brief.' (score change -0.125)" in shown
     assert "not shown" not in shown
+
+
+@pytest.mark.parametrize(("text", "kept", "cut"), [
+    # The units run's rule: its string closed after "use"; what comes before the ';' speaks of
+    # the reference, so nothing is left.
+    ("- Before you answer, check if the units match the answer; If the units are correct, use",
+     None, "- If the units are correct, use"),
+    ("- rulie:", None, "- rulie:"),
+    ("- Use this format:", None, "- Use this format:"),
+    ("- Read the question carefully before answering, and end the reply with a", None,
+     "- Read the question carefully before answering, and end the reply with a"),
+    ("- Reply with the number. Then add the", "- Reply with the number.", "- Then add the"),
+    ("- Write each unit as its symbol; then give your", "- Write each unit as its symbol.",
+     "- then give your"),
+    ("- Reply with the number,", None, "- Reply with the number,"),
+    ("- Reply in the format the question asks for, with two digits per field, and", None,
+     "- Reply in the format the question asks for, with two digits per field, and"),
+])
+def test_a_rule_that_stops_mid_sentence_keeps_only_what_it_finished(
+        text: str, kept: str | None, cut: str) -> None:
+    """A small model's string sometimes closes before its rule does. What it finished (up to
+    its last sentence or ';') goes on if it is clean on its own; the rest is refused, with the
+    end it stopped at."""
+    result = clean_text(text, Evidence())
+    assert result.clean == kept
+    assert result.removed[0][0] == cut
+    assert result.removed[0][1].reason().startswith("stops mid-sentence: ")
+
+
+@pytest.mark.parametrize("text", [
+    "- Use the format the question asks for.",
+    "- Search first, then read the section the search points to, then answer.",
+    "- Finish with ANSWER:",
+    "- End your reply with Answer:",
+    "## Steps:",
+    "- Reply with the answer only",
+    "- If you are unsure, say so.",
+    "- Convert the value to the unit the question tells you to use.",
+    "- Reply with the unit symbol, such as 'a'",
+    "- Do it as well as you can",
+    "- Steps:\n  1. Search.\n  2. Read the section.",
+])
+def test_a_rule_that_ends_where_a_sentence_can_is_not_cut(text: str) -> None:
+    assert clean_text(text, Evidence()).clean == text
+
+
+def test_an_analyst_told_its_rule_stopped_mid_sentence_may_finish_it() -> None:
+    """Refused whole, the unfinished rule is shown to its analyst with why; the same words
+    finished in its next reply go on, and a later step's evidence does not hold the refusal
+    against them (:func:`binds`)."""
+    from skillgrad.stages.hygiene import REFUSED, binds
+
+    first = {"difference": "units", "rules": ["If the question names a unit, use"]}
+    second = {"difference": "units", "rules": [
+        "If the question names a unit, use its symbol in your reply."]}
+    patch, model = _analysed([json.dumps(first), json.dumps(second)], "58", "58 mm", 1,
+                             QA_SKILL)
+    assert [e.content for e in patch.edits] == [
+        "- If the question names a unit, use its symbol in your reply."]
+    assert [r.item.content for r in patch.refused] == ["- If the question names a unit, use"]
+    reason = patch.refused[0].reason
+    assert reason == f"{REFUSED}: stops mid-sentence: 'names a unit, use'"
+    assert "stops mid-sentence" in model.calls[1].messages[-1].text()
+    assert not binds(reason)
+    assert binds(f"{REFUSED}: quotes training item 't1': 'the castings cracked'")
+    later = Evidence.of([], refused=[(patch.refused[0].item.content, "names a unit, use",
+                                      False)])
+    assert find_quote("- If the question names a unit, use its symbol.", later) is not None

@@ -56,7 +56,7 @@ from skillgrad.stages.candidate import (
     update_stage,
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
-from skillgrad.stages.hygiene import REFUSED, Evidence, find_quote, quoted_alone
+from skillgrad.stages.hygiene import Evidence, binds, find_quote, quoted_alone
 from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
@@ -819,7 +819,7 @@ class Trainer:
         reasons, and the refused texts the rejected buffer shows it again."""
         refused = [(e.description if isinstance(e, Suggestion) else e.content, r.quoted,
                     quoted_alone(r.note))
-                   for r in self._rejected() if r.note.startswith(REFUSED) for e in r.edits]
+                   for r in self._rejected() if binds(r.note) for e in r.edits]
         return Evidence.of(results, self._train_by_id, refused)
 
 

@@ -27,7 +27,10 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
 * **repeats what was refused**: a run of words of a text refused earlier, which the rejected
   buffer shows the optimizer (so a refusal is not undone by proposing it again later): the
   words that got it refused, with those around them, not the rest of it; a training item's
-  own words that got it refused, alone.
+  own words that got it refused, alone;
+* **stops mid-sentence**: ends on a comma, an article, a conjunction, a bare verb or a label's
+  colon; what it finished before its last sentence goes on if it is clean (which does not
+  bind later texts: finished, the same words are the rule meant).
 
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
@@ -90,7 +93,7 @@ REFUSED = "refused before rollout"  # how a refusal's reason begins, wherever it
 
 Kind = Literal["instance", "answer", "names", "reply", "feedback", "scaffolding",
                "instructions", "refused", "unseen", "analysis", "group", "about", "narrow",
-               "value", "form"]
+               "value", "form", "unfinished"]
 
 # What the agent never sees, spoken of as if it did: the reference its reply is scored against
 # ("compare your reply with the answer", "if your reply is incorrect"), and the words of
@@ -162,6 +165,48 @@ _ANALYSIS = re.compile(
     r"|\bas\s+read\s+from\s+(?:the|its|your)\s+reply\b|\bturns\s+before\s+the\s+reply\b",
     re.IGNORECASE)
 
+# Where a sentence cannot stop: on a comma, semicolon or dash ("Reply with the number, "), on a
+# word that needs a word after it (an article, a possessive, a conjunction: "end the reply with
+# a"), on a clause that is one bare verb needing an object ("If the units are correct, use"),
+# or on a colon after a lowercase word or the line's first ("- rulie:"; "Finish with ANSWER:"
+# names a literal). A colon ends a heading ("## Steps:"), which the lines after it complete.
+_DANGLING_MARK = re.compile(r"[,;\-\u2013\u2014]\s*$")
+_DANGLING_WORD = frozenset("""a an the your its their our my and or but nor if because unless
+whether although than""".split())
+_BARE_VERB = re.compile(r"(?:^|[,;:]\s*)(?:then\s+|and\s+)?(?:use|include|put|give|make|add|"
+                        r"mention|provide|replace|insert|enter|write|state|follow)\s*\.?$",
+                        re.IGNORECASE)
+_LAST_WORD = re.compile(r"([A-Za-z]+)\s*\.?$")
+_LABEL_COLON = re.compile(r"(?:^|\s)(?P<word>[^\s:]+):\s*$")
+
+
+def unfinished_quote(text: str) -> Quote | None:
+    """The end of ``text`` where its last line stops mid-sentence (``None``: it ends where a
+    sentence can). A small model's string sometimes closes before its rule does; a rule that
+    stops at "use" or "with a" is no instruction."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or lines[-1].lstrip().startswith("#"):
+        return None
+    line = lines[-1]
+    marker = LIST_ITEM.match(line)
+    body = line[marker.end():] if marker else line
+    body = body.strip()
+    if not body:
+        return None
+    tail = " ".join(body.split()[-4:])
+    label = _LABEL_COLON.search(body)
+    if label is not None:
+        word = label.group("word")
+        first = label.start("word") == 0
+        if first or not (word[:1].isupper() or word.isupper()):
+            return Quote("unfinished", tail)
+        return None
+    last = _LAST_WORD.search(body)
+    if (_DANGLING_MARK.search(body) or _BARE_VERB.search(body)
+            or (last is not None and last.group(1).lower() in _DANGLING_WORD)):
+        return Quote("unfinished", tail)
+    return None
+
 
 def words(text: str) -> list[str]:
     """Lowercase words and numbers (26,100 reads as 26100)."""
@@ -207,6 +252,7 @@ _REASONS: dict[str, str] = {
              "for every task (say when it applies)",
     "form": "makes a form that training item{where} asks for a rule for every task, where other "
             "tasks ask for another (say when it applies, or follow the form each task asks for)",
+    "unfinished": "stops mid-sentence",
 }
 # The reasons' own words, which an analyst told why its rule was refused may write back into a
 # rule ("... without making any value only the answers of training item 'unit-050' and its kind
@@ -448,6 +494,14 @@ def quoted_alone(reason: str) -> bool:
     """Whether a refusal with this reason was for a training item's own words, which a later
     text repeats by holding them alone (not one that went on repaired without them)."""
     return bool(_ITEM_WORDS.match(reason)) and "; the rule went on with" not in reason
+
+
+def binds(reason: str) -> bool:
+    """Whether a refusal with this reason keeps a later text from repeating the refused one.
+    One refused for stopping mid-sentence does not: the same words finished are the rule its
+    analyst meant."""
+    return reason.startswith(REFUSED) and not reason.startswith(
+        f"{REFUSED}: {_REASONS['unfinished']}")
 
 
 RefusedText = str | tuple[str, str] | tuple[str, str, bool]
@@ -986,7 +1040,12 @@ def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
     beside it. Nothing is kept when what remains is under three words. A text refused only for a
     word of evaluation that qualifies the next word ("the gold answer") keeps its instruction
     without that word, and says so; one that fixes a form one request asks for keeps it with
-    the form each task asks for in its place (:func:`_pointed_form`)."""
+    the form each task asks for in its place (:func:`_pointed_form`). A text that stops
+    mid-sentence keeps what comes before its last sentence (or its last ';'), if that is
+    finished and clean (:func:`_finished_part`)."""
+    unfinished = unfinished_quote(text)
+    if unfinished is not None:
+        return _finished_part(text, unfinished, evidence, skill)
     whole = find_quote(text, evidence, skill)
     if whole is None:
         return Cleaned(text)
@@ -994,6 +1053,27 @@ def clean_text(text: str, evidence: Evidence, skill: str = "") -> Cleaned:
     if repaired is not None:
         return repaired
     return _by_sentence(text, whole, evidence, skill)
+
+
+_PIECE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def _finished_part(text: str, unfinished: Quote, evidence: Evidence, skill: str) -> Cleaned:
+    """``text`` without the sentence (or ';' clause) it stops in, cleaned as any text is; or
+    nothing, where what comes before is under three words or unfinished too."""
+    lines = text.rstrip().splitlines()
+    marker = LIST_ITEM.match(lines[-1])
+    head = marker.group(0) if marker else ""
+    pieces = _PIECE_END.split(lines[-1][len(head):].strip())
+    before = " ".join(pieces[:-1]).strip()
+    if before.endswith(";"):
+        before = before[:-1].rstrip() + "."
+    rest = "\n".join([*lines[:-1], head + before] if before else lines[:-1])
+    if len(words(rest)) < 3 or unfinished_quote(rest) is not None:
+        return Cleaned(None, ((text, unfinished),))
+    kept = clean_text(rest, evidence, skill)
+    cut = (head + pieces[-1]).strip() if before else lines[-1].strip()
+    return Cleaned(kept.clean, ((cut, unfinished), *kept.removed), kept.repaired)
 
 
 def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleaned | None:
