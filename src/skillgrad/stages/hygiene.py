@@ -1309,15 +1309,14 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
         mine = ""
         # Only at ";": steps joined by commas ("Search first, then read the section the search
         # points to, then answer.") may add their order to the lines they say again.
-        pieces = clauses(sentence, commas=False)
-        for sep, clause in pieces:
+        parts: list[str] = []
+        for sep, clause in clauses(sentence, commas=False):
             parts = _clause_said(clause, skill)
             said += parts
             if not parts:
                 mine += (sep if mine else "") + clause
-        if mine:
-            last_cut = bool(_clause_said(pieces[-1][1], skill))
-            kept.append(mine.rstrip(",;: ") + "." if last_cut else mine)
+        if mine:  # ``parts``: the last clause's, which ends the sentence where it was cut
+            kept.append(mine.rstrip(",;: ") + "." if parts else mine)
     rest = _LEAD.sub("", " ".join(kept))
     if not said or not kept or len(content_words(rest)) < RESTATED_MIN_WORDS:
         return None
