@@ -1343,8 +1343,9 @@ def test_a_rule_that_ends_where_a_sentence_can_is_not_cut(text: str) -> None:
 def test_an_analyst_told_its_rule_stopped_mid_sentence_may_finish_it() -> None:
     """Refused whole, the unfinished rule is shown to its analyst with why; the same words
     finished in its next reply go on, and a later step's evidence does not hold the refusal
-    against them (:func:`binds`)."""
-    from skillgrad.stages.hygiene import REFUSED, binds
+    against them (:func:`refused_texts`)."""
+    from skillgrad.records import RejectedStep
+    from skillgrad.stages.hygiene import REFUSED, refused_texts
 
     first = {"difference": "units", "rules": ["If the question names a unit, use"]}
     second = {"difference": "units", "rules": [
@@ -1357,8 +1358,20 @@ def test_an_analyst_told_its_rule_stopped_mid_sentence_may_finish_it() -> None:
     reason = patch.refused[0].reason
     assert reason == f"{REFUSED}: stops mid-sentence: 'names a unit, use'"
     assert "stops mid-sentence" in model.calls[1].messages[-1].text()
-    assert not binds(reason)
-    assert binds(f"{REFUSED}: quotes training item 't1': 'the castings cracked'")
-    later = Evidence.of([], refused=[(patch.refused[0].item.content, "names a unit, use",
-                                      False)])
-    assert find_quote("- If the question names a unit, use its symbol.", later) is not None
+    # The rejected buffer after the step: this refusal, one for a training item's words, and
+    # a rejection by the gate.
+    unfinished = patch.refused[0]
+    item = Edit(op="append", content="- Reply with 'the castings cracked'.")
+    buffer = [RejectedStep(global_step=1, edits=(unfinished.item,), note=reason,
+                           quoted=unfinished.quoted),
+              RejectedStep(global_step=1, edits=(item,), quoted="the castings cracked",
+                           note=f"{REFUSED}: quotes training item 't1': 'the castings cracked'"),
+              RejectedStep(global_step=1, edits=(Edit(op="append", content="- Be brief."),),
+                           delta=-0.1)]
+    assert refused_texts(buffer) == [(item.content, "the castings cracked", True)]
+    # Held against later texts, the unfinished words would refuse the rule finished.
+    held = Evidence.of([], refused=[(unfinished.item.content, unfinished.quoted, False)])
+    assert find_quote("- If the question names a unit, use its symbol.", held) is not None
+    later = Evidence.of([], refused=refused_texts(buffer))
+    assert find_quote("- If the question names a unit, use its symbol.", later) is None
+    assert find_quote("- Reply with 'the castings cracked' in full.", later) is not None

@@ -42,7 +42,6 @@ from skillgrad.records import (
     RejectedStep,
     RolloutResult,
     StepRecord,
-    Suggestion,
     Task,
 )
 from skillgrad.rundir import RunDir, WorkDir
@@ -56,7 +55,7 @@ from skillgrad.stages.candidate import (
     update_stage,
 )
 from skillgrad.stages.gate import GateRule, decide, directive_density
-from skillgrad.stages.hygiene import Evidence, binds, find_quote, quoted_alone
+from skillgrad.stages.hygiene import Evidence, find_quote, refused_texts
 from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
@@ -817,10 +816,7 @@ class Trainer:
     def _evidence(self, results: Sequence[RolloutResult]) -> Evidence:
         """What the optimizer is shown with ``results``: their tasks, gold answers and failure
         reasons, and the refused texts the rejected buffer shows it again."""
-        refused = [(e.description if isinstance(e, Suggestion) else e.content, r.quoted,
-                    quoted_alone(r.note))
-                   for r in self._rejected() if binds(r.note) for e in r.edits]
-        return Evidence.of(results, self._train_by_id, refused)
+        return Evidence.of(results, self._train_by_id, refused_texts(self._rejected()))
 
 
 def build_trainer(

@@ -49,7 +49,7 @@ from functools import cache
 from typing import Any, Literal
 
 from skillgrad import prompts
-from skillgrad.records import Edit, Refused, RolloutResult, Suggestion, Task
+from skillgrad.records import Edit, Refused, RejectedStep, RolloutResult, Suggestion, Task
 from skillgrad.skill import LIST_ITEM, instructions
 from skillgrad.words import FUNCTION_WORDS
 
@@ -496,6 +496,9 @@ def quoted_alone(reason: str) -> bool:
     return bool(_ITEM_WORDS.match(reason)) and "; the rule went on with" not in reason
 
 
+RefusedText = str | tuple[str, str] | tuple[str, str, bool]
+
+
 def binds(reason: str) -> bool:
     """Whether a refusal with this reason keeps a later text from repeating the refused one.
     One refused for stopping mid-sentence does not: the same words finished are the rule its
@@ -504,7 +507,13 @@ def binds(reason: str) -> bool:
         f"{REFUSED}: {_REASONS['unfinished']}")
 
 
-RefusedText = str | tuple[str, str] | tuple[str, str, bool]
+def refused_texts(rejected: Iterable[RejectedStep]) -> list[RefusedText]:
+    """What of the rejected buffer a later text must not repeat (:meth:`Evidence.of`'s
+    ``refused``): each text refused before rollout for a reason that :func:`binds`, with the
+    words that got it refused, and whether those words repeat it alone."""
+    return [(e.description if isinstance(e, Suggestion) else e.content, r.quoted,
+             quoted_alone(r.note))
+            for r in rejected if binds(r.note) for e in r.edits]
 
 
 def _refused_runs(refused: RefusedText) -> list[tuple[tuple[str, ...], int]]:
