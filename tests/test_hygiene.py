@@ -1309,8 +1309,6 @@ def test_the_rejected_buffer_counts_the_texts_refused_for_an_items_words_and_sho
     ("- Write each unit as its symbol; then give your", "- Write each unit as its symbol.",
      "- then give your"),
     ("- Reply with the number,", None, "- Reply with the number,"),
-    # A spreadsheet analyst's rule, screened: the call's arguments never came.
-    ("- ACTION: read_range {", None, "- ACTION: read_range {"),
     ("- Reply in the format the question asks for, with two digits per field, and", None,
      "- Reply in the format the question asks for, with two digits per field, and"),
 ])

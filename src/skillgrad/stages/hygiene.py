@@ -165,12 +165,12 @@ _ANALYSIS = re.compile(
     r"|\bas\s+read\s+from\s+(?:the|its|your)\s+reply\b|\bturns\s+before\s+the\s+reply\b",
     re.IGNORECASE)
 
-# Where a sentence cannot stop: on a comma, semicolon, dash or opening bracket ("Reply with the
-# number, ", "ACTION: read_range {"), on a word that needs a word after it (an article, a possessive, a conjunction: "end the reply with
+# Where a sentence cannot stop: on a comma, semicolon or dash ("Reply with the number, "), on a
+# word that needs a word after it (an article, a possessive, a conjunction: "end the reply with
 # a"), on a clause that is one bare verb needing an object ("If the units are correct, use"),
 # or on a colon after a lowercase word or the line's first ("- rulie:"; "Finish with ANSWER:"
 # names a literal). A colon ends a heading ("## Steps:"), which the lines after it complete.
-_DANGLING_MARK = re.compile(r"[,;\-\u2013\u2014(\[{]\s*$")
+_DANGLING_MARK = re.compile(r"[,;\-\u2013\u2014]\s*$")
 _DANGLING_WORD = frozenset("""a an the your its their our my and or but nor if because unless
 whether although than""".split())
 _BARE_VERB = re.compile(r"(?:^|[,;:]\s*)(?:then\s+|and\s+)?(?:use|include|put|give|make|add|"
