@@ -1340,6 +1340,16 @@ def test_a_rule_that_ends_where_a_sentence_can_is_not_cut(text: str) -> None:
     assert clean_text(text, Evidence()).clean == text
 
 
+def test_a_rule_that_stops_mid_sentence_and_quotes_is_refused_for_the_quote() -> None:
+    """The quote binds later texts and tells the analyst more than where the rule stopped: a
+    gold answer refused only as unfinished could come back finished at a later step."""
+    for text in ("- Read the passage below carefully and then answer the question, and",
+                 "- Reply with '1902' and"):
+        result = clean_text(text, _evidence())
+        assert result.clean is None
+        assert result.removed[0][1].kind != "unfinished", text
+
+
 def test_an_analyst_told_its_rule_stopped_mid_sentence_may_finish_it() -> None:
     """Refused whole, the unfinished rule is shown to its analyst with why; the same words
     finished in its next reply go on, and a later step's evidence does not hold the refusal

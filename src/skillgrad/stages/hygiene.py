@@ -1079,10 +1079,13 @@ def _finished_part(text: str, unfinished: Quote, evidence: Evidence, skill: str)
         before = before[:-1].rstrip() + "."
     rest = "\n".join([*lines[:-1], head + before] if before else lines[:-1])
     if len(words(rest)) < 3 or unfinished_quote(rest) is not None:
-        return Cleaned(None, ((text, unfinished),))
+        return Cleaned(None, ((text, find_quote(text, evidence, skill) or unfinished),))
     kept = clean_text(rest, evidence, skill)
     cut = (head + pieces[-1]).strip() if before else lines[-1].strip()
-    return Cleaned(kept.clean, ((cut, unfinished), *kept.removed), kept.repaired)
+    # A piece that quotes a training item or the scorer is refused for that, which binds later
+    # texts and tells the analyst more than where it stopped.
+    why = find_quote(cut, evidence, skill) or unfinished
+    return Cleaned(kept.clean, ((cut, why), *kept.removed), kept.repaired)
 
 
 def _repaired(text: str, quote: Quote, evidence: Evidence, skill: str) -> Cleaned | None:
