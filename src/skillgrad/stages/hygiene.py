@@ -29,8 +29,9 @@ A skill has to transfer to tasks it has not seen. Text proposed for it is refuse
   words that got it refused, with those around them, not the rest of it; a training item's
   own words that got it refused, alone;
 * **stops mid-sentence**: ends on a comma, an article, a conjunction, a bare verb or a label's
-  colon; what it finished before its last sentence goes on if it is clean (which does not
-  bind later texts: finished, the same words are the rule meant).
+  colon; what it finished before its last sentence goes on if it is clean (such a refusal
+  does not bind later texts: finished, the same words are the rule meant; a piece that also
+  quotes is refused for the quote, which does).
 
 Words the current skill already holds are its own and never count. Only what the optimizer
 was shown is evidence: the step's rollouts and the gold answers of their tasks. Everything here
