@@ -17,7 +17,7 @@ from skillgrad.config import load_config
 from skillgrad.models.messages import Message
 from skillgrad.records import Edit, Refused, RolloutResult, Task
 from skillgrad.rundir import read_jsonl
-from skillgrad.stages.hygiene import Evidence, clean_text, find_quote
+from skillgrad.stages.hygiene import Evidence, asked_in_condition, clean_text, find_quote
 from skillgrad.testing import scripted_optimizer
 from skillgrad.trainer import build_trainer
 
@@ -364,6 +364,59 @@ def test_the_words_of_one_question_template_are_an_instance_fact() -> None:
                  "Subtract the start from the end, borrowing an hour when the minutes are short.",
                  "How long was it: count from the start time to the end time."):
         assert find_quote(rule, ev) is None, rule
+
+
+def _units() -> Evidence:
+    """A batch of unit conversions whose requests ask for the number alone or with its symbol."""
+    asked = {"u1": ("A film measures 1.0 h. How much is that in minutes? Reply with the number "
+                    "only.", "60"),
+             "u2": ("How many kilograms are in 5 t? Reply with the number only.", "5000"),
+             "u3": ("How many minutes are in 23 h? Reply with the number and the unit symbol.",
+                    "1380 min"),
+             "u4": ("How many centimetres are in 2.6 m? Answer with just the number.", "260"),
+             "u5": ("Convert 0.24 min (a song) to seconds. Give the value in seconds, written "
+                    "with its unit symbol.", "14.4 s"),
+             "u6": ("How many metres are in 1.58 km? Answer with just the number.", "1580")}
+    results = [RolloutResult(task_id=i, messages=(Message(role="user", content=q),),
+                             answer="x", hard=0.0, soft=0.0) for i, (q, _) in asked.items()]
+    return Evidence.of(results, {i: Task(id=i, prompt=q, reference=[a])
+                                 for i, (q, a) in asked.items()})
+
+
+def test_a_condition_may_name_what_some_requests_ask_for_in_their_words() -> None:
+    # The lesson a person writes for conversions asked with or without the unit: its condition
+    # is in the words of the requests of one kind, which a rule without the condition copies.
+    ev = _units()
+    for rule in ("- When the question asks for the number only, reply with the number alone.",
+                 "- When the question asks for the number and the unit symbol, write the symbol "
+                 "after the number, never the unit's name.",
+                 "- If the task asks for the value written with its unit symbol, add it."):
+        assert find_quote(rule, ev) is None, rule
+    assert asked_in_condition("- If the task asks for the value with its unit, add it.") == [
+        ("for", "the", "value", "with", "its", "unit")]
+    for rule, kind, quoted in (
+            ("- Reply with the number only.", "group", "the number only"),
+            ("- Before you answer, reply with the number and the unit symbol.", "instance",
+             "reply with the number and the unit symbol"),
+            # What the questions of one task are about stays that task's, condition or not.
+            ("- When the question asks how many minutes are in 23 h, give the symbol.",
+             "instance", "how many minutes are in 23 h")):
+        quote = find_quote(rule, ev)
+        assert quote is not None and (quote.kind, quote.quoted) == (kind, quoted), (rule, quote)
+    assert find_quote("- When the question asks for the full duration of the call in seconds, "
+                      "keep the seconds.", _times()) is not None
+
+
+def test_a_quoted_example_is_a_tasks_value_only_where_the_task_holds_it_whole() -> None:
+    # A person's line for times written without their leading zero: its example holds the "05"
+    # of "10:20:05" and "15:05", and is the time of no question.
+    ev = _times()
+    assert find_quote("- Write every field of a time with two digits: `03:05`, not `3:5`.",
+                      ev) is None
+    quote = find_quote("- Write times with their seconds, as in `09:15:10`.", ev)
+    assert quote is not None and quote.task_id == "c1"
+    quote = find_quote("- Make sure the time starts with '07'.", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == ("names", "07")
 
 
 def _dates() -> Evidence:

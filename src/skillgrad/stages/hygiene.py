@@ -218,6 +218,11 @@ def _runs(seq: Sequence[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)}
 
 
+def _holds(seq: Sequence[str], run: Sequence[str]) -> bool:
+    """Whether ``seq`` holds the words of ``run`` one after another."""
+    return tuple(run) in _runs(seq, len(run))
+
+
 def _content(run: Iterable[str]) -> int:
     return sum(1 for w in run if w not in _STOP)
 
@@ -383,6 +388,19 @@ _VACUOUS = frozenset("know known sure unsure certain possible needed need necess
                      "appropriate relevant required available present able can any".split())
 
 
+def asked_in_condition(text: str) -> list[tuple[str, ...]]:
+    """The words of each condition of ``text`` that say what the request asks for, after the
+    words that point at it: "the number only" in "When the question asks for the number only,
+    reply with the number alone". Words the questions of one group hold are, there, the
+    condition that tells those questions from the others, not a copy of them."""
+    out: list[tuple[str, ...]] = []
+    for m in _CONDITION_CLAUSE.finditer(text):
+        pointed = _POINTED.search(m.group(1))
+        if pointed is not None:
+            out.append(tuple(words(m.group(1)[pointed.end():])))
+    return [x for x in out if x]
+
+
 def _says_when(text: str) -> bool:
     """Whether ``text`` has a condition that names something (a kind of question, a word of
     the task): "If the question asks for grams, ..."; not "... if you know it"."""
@@ -458,9 +476,10 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
         return unseen
     mine = words(text)
     own = words(skill)
-    return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence)
+    return (_answer_quote(mine, own, evidence)
+            or _input_quote(mine, own, evidence, asked_in_condition(text))
             or _group_quote(text, mine, own, evidence)
-            or _names_quote(mine, own, evidence, _quoted_words(text))
+            or _names_quote(text, mine, own, evidence)
             or _quantity_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
@@ -611,8 +630,13 @@ def _unseen_terms(evidence: Evidence, own: Iterable[str]) -> set[str]:
     return set(SCORER_TERMS & said - seen)
 
 
-def _input_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
-    holders = _holders(mine, own, evidence.inputs)
+def _input_quote(mine: list[str], own: list[str], evidence: Evidence,
+                 asked: Sequence[tuple[str, ...]] = ()) -> Quote | None:
+    """A run of :data:`INSTANCE_RUN` words that a task's input holds: one task's words, or the
+    scaffolding where half the tasks hold it. A run inside a condition's request words
+    (``asked``, :func:`asked_in_condition`) is the condition (:func:`_asked_only`)."""
+    holders = {r: ids for r, ids in _holders(mine, own, evidence.inputs).items()
+               if not _asked_only(r, [w for w in r if w not in _STOP], ids, asked, evidence)}
     if not holders:
         return None
     n_tasks = len(evidence.inputs)
@@ -635,7 +659,12 @@ def _group_quote(text: str, mine: list[str], own: list[str],
     ("while researching wheatgrass juicers"), are that task's: shorter than an instance run,
     and as much that item's. So is a run with a number of two digits or more that few tasks'
     inputs hold ("longer than 113"). A run inside a form written in placeholders ("Month D,
-    YYYY") is that form's, which :func:`_form_quote` judges."""
+    YYYY") is that form's, which :func:`_form_quote` judges. So is a run inside the words a
+    condition says the request asks for (:func:`asked_in_condition`), where the questions of
+    the tasks that hold it do not hold its marking words: the condition that tells one group
+    of requests from the others is said in their words ("When the question asks for the number
+    only, ..."), where "When the question asks for the duration of the call, ..." names what
+    the questions about calls are about."""
     n_tasks = len(evidence.inputs)
     if n_tasks < 3:
         return None
@@ -649,6 +678,7 @@ def _group_quote(text: str, mine: list[str], own: list[str],
         for r in runs & _runs(seq, GROUP_RUN):
             holders.setdefault(r, []).append(task_id)
     own_words = set(own)
+    asked = asked_in_condition(text)
     for start in _in_order(mine, set(holders), GROUP_RUN):
         run = tuple(mine[start : start + GROUP_RUN])
         ids = holders[run]
@@ -662,9 +692,18 @@ def _group_quote(text: str, mine: list[str], own: list[str],
                  and len(w) > 2 and counts.get(w, 0) == len(ids)]
         if len(ids) == 1 and len([w for w in marks if len(w) > 4]) >= 2:
             return Quote("instance", " ".join(run), ids[0])  # two long words of one task's
-        if len(ids) >= 2 and marks:  # a word only these tasks' inputs have
-            return Quote("group", " ".join(run), ids[0])
+        if len(ids) >= 2 and marks and not _asked_only(run, marks, ids, asked, evidence):
+            return Quote("group", " ".join(run), ids[0])  # a word only these tasks' inputs have
     return None
+
+
+def _asked_only(run: tuple[str, ...], marks: Iterable[str], ids: Sequence[str],
+                asked: Iterable[tuple[str, ...]], evidence: Evidence) -> bool:
+    """Whether ``run``, which the inputs of tasks ``ids`` hold, lies in words a condition says
+    the request asks for, and its ``marks`` are in none of those tasks' questions: the words
+    of what they ask for (their form), not of what they are about."""
+    return (any(_holds(seq, run) for seq in asked)
+            and not any(set(marks) & evidence.questions.get(i, frozenset()) for i in ids))
 
 
 def _narrow_quote(text: str, mine: list[str], own: list[str],
@@ -899,20 +938,24 @@ def _bracketed(text: str) -> list[tuple[str, str]]:
             if len(m.group(1).split()) <= 2]
 
 
-def _quoted_words(text: str) -> frozenset[str]:
-    """The words a text sets in quotes ("starts with 'rotterdam'"), as :func:`words` has them."""
-    return frozenset(w for _, quoted in _quotations(text) for w in words(quoted))
+def _quoted_values(text: str) -> tuple[tuple[str, ...], ...]:
+    """What a text sets in quotes ("starts with 'rotterdam'"), each value as :func:`words` has
+    it."""
+    return tuple(v for v in (tuple(words(quoted)) for _, quoted in _quotations(text)) if v)
 
 
-def _names_quote(mine: list[str], own: list[str], evidence: Evidence,
-                 quoted: frozenset[str] = frozenset()) -> Quote | None:
+def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
     """Two or more names or numbers of one task in the text, each held by one of the step's
     task groups only or by fewer than half of them; or one, set in quotes as a value to write
     ("make sure the answer starts with 'rotterdam'", from the two questions about one city's
     passage). Tasks about one entity, all naming it, are one group: its name is still that
-    item's, however many of the step's tasks hold it."""
+    item's, however many of the step's tasks hold it. A value in quotes is the task's only
+    where its input holds the value whole: the example "`03:05`, not `3:5`" holds the "03" and
+    "05" of a time in some question, and is no time of any."""
     if not evidence.names:
         return None
+    values = _quoted_values(text)
+    outside = set(words(_QUOTED.sub(" ", re.sub(r"(?<=\w)['’](?=\w)", "", text))))
     by_group: dict[str, set[str]] = {}
     for task_id, found in evidence.names.items():
         by_group.setdefault(evidence.groups.get(task_id, f"task:{task_id}"), set()).update(found)
@@ -920,8 +963,10 @@ def _names_quote(mine: list[str], own: list[str], evidence: Evidence,
     common = max(2.0, SCAFFOLD_SHARE * len(by_group))  # held by this many groups: scaffolding
     mine_set, own_set = set(mine), set(own)
     for task_id, found in evidence.names.items():
-        named = sorted(w for w in found & mine_set - own_set - _STOP if held[w] < common)
-        if len(named) >= ITEM_NAMES or set(named) & quoted:
+        whole = {w for v in values if _holds(evidence.inputs.get(task_id, ()), v) for w in v}
+        named = sorted(w for w in found & mine_set - own_set - _STOP
+                       if held[w] < common and (w in outside or w in whole))
+        if len(named) >= ITEM_NAMES or set(named) & whole:
             return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
     return None
 
