@@ -601,6 +601,24 @@ def test_a_rule_made_of_one_questions_kind_must_say_when_it_applies() -> None:
         assert find_quote(rule, ev) is None, rule
 
 
+def test_a_kind_of_answer_and_a_word_after_a_noun_name_no_task() -> None:
+    # Rules a careful writer gives a quickstart-like batch, refused before: "yes" was one
+    # question's gold answer, and "before" (after "the question") a word one question asks.
+    asked = {"y1": ("The fort stood before the river.", "Did the fort stand before the river?",
+                    "yes"),
+             "y2": ("Selby's lynx is teal.", "What colour is the lynx?", "teal"),
+             "y3": ("Wynwick runs 3 workshops.", "How many workshops does Wynwick run?", "3"),
+             "y4": ("It moved in 1914.", "In which year did the company move?", "1914"),
+             "y5": ("Ilse Fenthorpe founded it.", "Who founded the company?", "Ilse Fenthorpe")}
+    ev = Evidence.of([_result(i, c, q, "wrong") for i, (c, q, _) in asked.items()],
+                     {i: Task(id=i, prompt=q, reference=[a]) for i, (c, q, a) in asked.items()})
+    for rule in ("- For yes/no questions, reply with yes or no only.",
+                 "- Check your answer against the question before you reply."):
+        assert find_quote(rule, ev) is None, rule
+    quote = find_quote("- Reply with 'teal' when unsure.", ev)
+    assert quote is not None and quote.kind == "answer"
+
+
 def test_a_value_only_one_kind_of_answer_holds_must_say_when_it_applies() -> None:
     # From the unit-conversion set (bench/format_tasks.py --kind units): the analysts made the
     # symbol of the gram questions' answers a rule for every question.

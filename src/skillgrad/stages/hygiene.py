@@ -87,6 +87,14 @@ RESTATED = 0.6
 # The shared function words plus quantifiers, modals, the remaining pronouns and a few adverbs.
 _STOP = FUNCTION_WORDS | frozenset("""all any each else every her here his may might must one
 such than their them there too us very without""".split())
+# Words that answer a question of a kind, not a fact of one task: "reply with yes or no only"
+# names no instance, however few of the step's questions are answered "yes".
+_POLAR = frozenset("yes no true false".split())
+# Prepositions and adverbs that may follow a noun: "the question before you reply" names no
+# thing called "before".
+_AFTER_NOUN = frozenset("""about above after again against along before behind below beside
+between beyond during first here instead later now once only out over then there through
+under until""".split())
 _WORD = re.compile(r"[a-z0-9]+")
 _DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
 
@@ -581,7 +589,7 @@ def _read_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | 
 def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,
                   answers: Mapping[str, tuple[str, ...]] | None = None) -> Quote | None:
     """A gold answer of one task (or ``answers``), whole, unless it is short, shared by many
-    tasks, only function words, or the skill's."""
+    tasks, only function words or polar answers ("yes", "false"), or the skill's."""
     answers = evidence.answers if answers is None else answers
     joined, own_joined = f" {' '.join(mine)} ", f" {' '.join(own)} "
     counts: dict[str, int] = {}
@@ -593,7 +601,7 @@ def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,
         for g in golds:
             short = len(g.replace(" ", "")) < MIN_ANSWER_CHARS and not (
                 g.isdigit() and len(g) >= 2)  # "14" names an instance, "a" does not
-            if short or counts[g] > limit or all(w in _STOP for w in g.split()):
+            if short or counts[g] > limit or all(w in _STOP or w in _POLAR for w in g.split()):
                 continue
             if f" {g} " in joined and f" {g} " not in own_joined:
                 return Quote("answer", g, task_id)
@@ -722,7 +730,8 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
         return None
     own_words = set(own)
     named = [w for w in dict.fromkeys(w for found in _NAMED.findall(text) for w in words(found))
-             if w not in _STOP and w not in _ASKING and w not in own_words and not w.isdigit()
+             if w not in _STOP and w not in _AFTER_NOUN and w not in _ASKING
+             and w not in own_words and not w.isdigit()
              and len(w) > 2]
     if not named:  # most rules name nothing a question asks about: no input counted
         return None
