@@ -405,6 +405,16 @@ def test_a_condition_may_name_what_some_requests_ask_for_in_their_words() -> Non
         assert quote is not None and (quote.kind, quote.quoted) == (kind, quoted), (rule, quote)
     assert find_quote("- When the question asks for the full duration of the call in seconds, "
                       "keep the seconds.", _times()) is not None
+    # One request's words, in a task that asks nothing with a question mark (a workbook task).
+    asked = {"w1": "Copy every row whose Status is Done to sheet Report, in their original order.",
+             "w2": "Write the total of column C in cell C10.",
+             "w3": "Sort the rows of sheet Tasks by Owner.",
+             "w4": "Write the average of column B in cell B12."}
+    ev = Evidence.of([_result(i, "", q, "wrong") for i, q in asked.items()])
+    assert find_quote("- When the task says 'in their original order', keep the rows in the "
+                      "order of the source sheet.", ev) is None
+    quote = find_quote("- Keep the rows in their original order.", ev)
+    assert quote is not None and quote.task_id == "w1"
 
 
 def test_a_quoted_example_is_a_tasks_value_only_where_the_task_holds_it_whole() -> None:

@@ -698,10 +698,12 @@ def _group_quote(text: str, mine: list[str], own: list[str],
             return Quote("instance" if len(ids) == 1 else "group", " ".join(run), ids[0])
         marks = [w for w in run if w not in _STOP and w not in own_words and not w.isdigit()
                  and len(w) > 2 and counts.get(w, 0) == len(ids)]
+        if _asked_only(run, marks, ids, asked, evidence):
+            continue
         if len(ids) == 1 and len([w for w in marks if len(w) > 4]) >= 2:
             return Quote("instance", " ".join(run), ids[0])  # two long words of one task's
-        if len(ids) >= 2 and marks and not _asked_only(run, marks, ids, asked, evidence):
-            return Quote("group", " ".join(run), ids[0])  # a word only these tasks' inputs have
+        if len(ids) >= 2 and marks:  # a word only these tasks' inputs have
+            return Quote("group", " ".join(run), ids[0])
     return None
 
 
