@@ -935,8 +935,13 @@ _QUOTED = re.compile(r"['\"`‘“]([^'\"`’”\n]{1,40})['\"`’”]")
 def _quotations(text: str) -> list[tuple[str, str]]:
     """What a text sets in quotes, each with the text before it; an apostrophe inside a word
     ("don't", "the agent's") opens no quote."""
-    spaced = re.sub(r"(?<=\w)['’](?=\w)", "", text)
+    spaced = _unapostrophed(text)
     return [(spaced[: m.start()], m.group(1)) for m in _QUOTED.finditer(spaced)]
+
+
+def _unapostrophed(text: str) -> str:
+    """``text`` without the apostrophes inside words, which open no quote."""
+    return re.sub(r"(?<=\w)['’](?=\w)", "", text)
 
 
 # A short value set in brackets: "use the unit symbol (mm)".
@@ -966,7 +971,7 @@ def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence)
     if not evidence.names:
         return None
     values = _quoted_values(text)
-    outside = set(words(_QUOTED.sub(" ", re.sub(r"(?<=\w)['’](?=\w)", "", text))))
+    outside = set(words(_QUOTED.sub(" ", _unapostrophed(text))))
     by_group: dict[str, set[str]] = {}
     for task_id, found in evidence.names.items():
         by_group.setdefault(evidence.groups.get(task_id, f"task:{task_id}"), set()).update(found)
