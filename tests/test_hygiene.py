@@ -526,6 +526,14 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "hh mm")
     assert clean_text("- Write the time as hh:mm:ss.", times).clean == (
         "- Write the time as the format the task asks for (HH:MM:SS or HH:MM).")
+    # Screened on the times set as "- Use the correct the format the task asks for ...": the
+    # article and the words that qualify the form go with it.
+    for rule in ("- Use the correct HH:MM:SS format for the answer.",
+                 "- Use the correct format HH:MM:SS for the answer."):
+        assert clean_text(rule, times).clean == (
+            "- Use the format the task asks for (HH:MM:SS or HH:MM) for the answer."), rule
+    assert clean_text("- Reply in the HH:MM:SS format.", times).clean == (
+        "- Reply in the format the task asks for (HH:MM:SS or HH:MM).")
     assert find_quote("- When the question asks for hh:mm, leave out the seconds.", times) is None
     assert find_quote("- Write times as hh:mm or hh:mm:ss, as the task asks.", times) is None
     # Capitals that are not placeholders of a form: a column, a currency, a protocol word.

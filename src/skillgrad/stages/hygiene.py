@@ -906,7 +906,15 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
         trail = m.group(0)[len(m.group(0).rstrip(", )")):]  # what the form's match took after it
         return f"{m.group('open') or ''}{lead}the format the task asks for ({listed}){trail}"
 
-    return _FORM_SLOT.sub(point, text)
+    return _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
+
+
+# An article, and the words that qualify a format, before the format the task asks for where it
+# replaced a form: "Use the correct HH:MM:SS format" is not "Use the correct the format ...".
+_BEFORE_POINTED = re.compile(r"\b(?:the|a|an|this|that)\s+(?:(?:correct|right|proper|exact|"
+                             r"same|specific|required|requested|appropriate|standard|given|"
+                             r"expected|following)\s+)*(?=the format the task asks for\b)",
+                             re.I)
 
 
 def _rare_shape(asking: Sequence[str], evidence: Evidence) -> bool:
