@@ -534,6 +534,13 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
             "- Use the format the task asks for (HH:MM:SS or HH:MM) for the answer."), rule
     assert clean_text("- Reply in the HH:MM:SS format.", times).clean == (
         "- Reply in the format the task asks for (HH:MM:SS or HH:MM).")
+    # Sent to the gate on the times set: "if" after a verb of checking says what to check,
+    # not when the rule applies; a check the question decides is a condition still.
+    assert clean_text("- Before you answer, check if the time format is 'HH:MM:SS'.",
+                      times).clean == ("- Before you answer, check if the time format is the "
+                                       "format the task asks for (HH:MM:SS or HH:MM).")
+    assert find_quote("- Check whether the question asks for HH:MM, and if it does, leave out "
+                      "the seconds.", times) is None
     assert find_quote("- When the question asks for hh:mm, leave out the seconds.", times) is None
     assert find_quote("- Write times as hh:mm or hh:mm:ss, as the task asks.", times) is None
     # Capitals that are not placeholders of a form: a column, a currency, a protocol word.

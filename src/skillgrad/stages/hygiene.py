@@ -394,6 +394,20 @@ _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):(?=\s|$)")  # n
 _CONDITION_CLAUSE = re.compile(_CONDITION.pattern + r"([^,;.!?\n]*)", re.I)
 _VACUOUS = frozenset("know known sure unsure certain possible needed need necessary applicable "
                      "appropriate relevant required available present able can any".split())
+# A verb of checking before "if" or "whether": what follows is what to check, not when the rule
+# applies ("check if the time format is 'HH:MM:SS'" fixes that format for every task).
+_CHECKING = re.compile(r"\b(?:check|checks|checking|verify|see|confirm|determine|ensure|test|"
+                       r"make\s+sure|find\s+out|ask\s+yourself)\s*$", re.I)
+
+
+def _conditions(text: str, pattern: re.Pattern[str] = _CONDITION_CLAUSE) -> list[re.Match[str]]:
+    """The conditions of ``text`` (matches of ``pattern``), without an "if" or "whether" that
+    says what to check ("check if ...", "verify whether ...")."""
+    return [m for m in pattern.finditer(text)
+            if not (_IF_WHETHER.match(m.group(0)) and _CHECKING.search(text[: m.start()]))]
+
+
+_IF_WHETHER = re.compile(r"(?:if|whether)\b", re.I)
 
 
 def asked_in_condition(text: str) -> list[tuple[str, ...]]:
@@ -402,7 +416,7 @@ def asked_in_condition(text: str) -> list[tuple[str, ...]]:
     reply with the number alone". Words the questions of one group hold are, there, the
     condition that tells those questions from the others, not a copy of them."""
     out: list[tuple[str, ...]] = []
-    for m in _CONDITION_CLAUSE.finditer(text):
+    for m in _conditions(text):
         pointed = _POINTED.search(m.group(1))
         if pointed is not None:
             out.append(tuple(words(m.group(1)[pointed.end():])))
@@ -412,7 +426,7 @@ def asked_in_condition(text: str) -> list[tuple[str, ...]]:
 def _says_when(text: str) -> bool:
     """Whether ``text`` has a condition that names something (a kind of question, a word of
     the task): "If the question asks for grams, ..."; not "... if you know it"."""
-    return any(content_words(m.group(1)) - _VACUOUS for m in _CONDITION_CLAUSE.finditer(text))
+    return any(content_words(m.group(1)) - _VACUOUS for m in _conditions(text))
 
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 # A thing a rule presumes every task has: the word after "the" or a possessive, or after one
@@ -852,7 +866,7 @@ def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, .
 def _scoped(sentence: str) -> bool:
     """Whether a condition of ``sentence`` names a form or the request ("If the question asks
     for DD/MM/YYYY", "when the task gives a format"): one that says when a form applies."""
-    for m in _CONDITION.finditer(sentence):
+    for m in _conditions(sentence, _CONDITION):
         clause = re.split(r"[,;.]\s", sentence[m.start():] + " ", maxsplit=1)[0]
         if _forms(clause) or _REQUEST.search(clause):
             return True
