@@ -400,14 +400,14 @@ _CHECKING = re.compile(r"\b(?:check|checks|checking|verify|see|confirm|determine
                        r"make\s+sure|find\s+out|ask\s+yourself)\s*$", re.I)
 
 
+_IF_WHETHER = re.compile(r"(?:if|whether)\b", re.I)
+
+
 def _conditions(text: str, pattern: re.Pattern[str] = _CONDITION_CLAUSE) -> list[re.Match[str]]:
     """The conditions of ``text`` (matches of ``pattern``), without an "if" or "whether" that
     says what to check ("check if ...", "verify whether ...")."""
     return [m for m in pattern.finditer(text)
             if not (_IF_WHETHER.match(m.group(0)) and _CHECKING.search(text[: m.start()]))]
-
-
-_IF_WHETHER = re.compile(r"(?:if|whether)\b", re.I)
 
 
 def asked_in_condition(text: str) -> list[tuple[str, ...]]:
@@ -498,9 +498,9 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
         return unseen
     mine = words(text)
     own = words(skill)
-    return (_answer_quote(mine, own, evidence)
-            or _input_quote(mine, own, evidence, asked_in_condition(text))
-            or _group_quote(text, mine, own, evidence)
+    asked = asked_in_condition(text)
+    return (_answer_quote(mine, own, evidence) or _input_quote(mine, own, evidence, asked)
+            or _group_quote(text, mine, own, evidence, asked)
             or _names_quote(text, mine, own, evidence)
             or _quantity_quote(mine, own, evidence)
             or _reply_quote(mine, own, evidence) or _feedback_quote(mine, own, evidence)
@@ -670,8 +670,8 @@ def _input_quote(mine: list[str], own: list[str], evidence: Evidence,
     return Quote("instance", quoted, ids[0])
 
 
-def _group_quote(text: str, mine: list[str], own: list[str],
-                 evidence: Evidence) -> Quote | None:
+def _group_quote(text: str, mine: list[str], own: list[str], evidence: Evidence,
+                 asked: Sequence[tuple[str, ...]] = ()) -> Quote | None:
     """A run of :data:`GROUP_RUN` words that the inputs of two or more tasks hold, but fewer
     than the scaffolding share, and whose content word no other task's input has: the wording
     of one group of tasks (the tasks about one entity, or of one question template), an
@@ -682,7 +682,7 @@ def _group_quote(text: str, mine: list[str], own: list[str],
     and as much that item's. So is a run with a number of two digits or more that few tasks'
     inputs hold ("longer than 113"). A run inside a form written in placeholders ("Month D,
     YYYY") is that form's, which :func:`_form_quote` judges. So is a run inside the words a
-    condition says the request asks for (:func:`asked_in_condition`), where the questions of
+    condition says the request asks for (``asked``, :func:`asked_in_condition`), where the questions of
     the tasks that hold it do not hold its marking words: the condition that tells one group
     of requests from the others is said in their words ("When the question asks for the number
     only, ..."), where "When the question asks for the duration of the call, ..." names what
@@ -700,7 +700,6 @@ def _group_quote(text: str, mine: list[str], own: list[str],
         for r in runs & _runs(seq, GROUP_RUN):
             holders.setdefault(r, []).append(task_id)
     own_words = set(own)
-    asked = asked_in_condition(text)
     for start in _in_order(mine, set(holders), GROUP_RUN):
         run = tuple(mine[start : start + GROUP_RUN])
         ids = holders[run]
