@@ -429,6 +429,36 @@ def test_a_quoted_example_is_a_tasks_value_only_where_the_task_holds_it_whole() 
     assert quote is not None and (quote.kind, quote.quoted) == ("names", "07")
 
 
+def test_a_groups_verb_of_replying_and_a_form_a_thing_is_given_in_name_no_group() -> None:
+    """A person's lines for dates asked in several formats. "Write the date" is how the
+    conversion questions of a batch begin, and names no group's fact: "write" is the verb a
+    request asks for its reply with. "A date given as DD/MM/YYYY" is what a rule reads, not
+    the form it writes every answer in."""
+    asked = {"w1": ("Write the date 2021-05-06 in the format DD/MM/YYYY.", "06/05/2021"),
+             "w2": ("Write the date 09/11/2023 in the format Month D, YYYY.", "November 9, 2023")}
+    asked |= {f"a{n}": (f"What is the date {n} days after 2020-01-{20 + n}? Give it in the "
+                        f"format {form}.", "x")
+              for n, form in enumerate(("YYYY-MM-DD", "Month D, YYYY", "DD/MM/YYYY",
+                                        "YYYY-MM-DD"), 1)}
+    results = [RolloutResult(task_id=i, messages=(Message(role="system", content="# Dates"),
+                                                  Message(role="user", content=q)),
+                             answer="x", hard=0.0, soft=0.0) for i, (q, _) in asked.items()]
+    ev = Evidence.of(results, {i: Task(id=i, prompt=q, reference=[a])
+                               for i, (q, a) in asked.items()})
+    for rule in ("- Write the date in the format the question names, with two digits for a day "
+                 "or month where the format has DD or MM.",
+                 "- Read a date given as DD/MM/YYYY day first: 04/03/2021 is 4 March.",
+                 "- When you read a date given in DD/MM/YYYY, the day comes first."):
+        assert find_quote(rule, ev) is None, rule
+    # The same verb with the words of what one group asks about, and a form written in.
+    quote = find_quote("- Write the date 2021-05-06 as the question asks.", ev)
+    assert quote is not None and quote.task_id == "w1"
+    for rule in ("- Reply with a date given as DD/MM/YYYY.", "- Give every date as DD/MM/YYYY.",
+                 "- Write the date in DD/MM/YYYY."):
+        quote = find_quote(rule, ev)
+        assert quote is not None and quote.kind == "form", rule
+
+
 def _dates() -> Evidence:
     """Date questions, each naming the format its answer is to be written in."""
     asked = {"d1": ("Write the date 2021-03-04 in the format DD/MM/YYYY.", "04/03/2021"),
@@ -811,6 +841,16 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                          "version of it.")
     assert quote is not None and (quote.kind, quote.quoted) == (
         "unseen", "the agent's reply contains the exact answer")
+    # Screened on a time-arithmetic set: the third person with a verb of its own, and the
+    # coach's wish for the agent.
+    for said, quoted in (("- Ensure that the agent follows the correct format (HH:MM:SS).",
+                          "Ensure that the agent"),
+                         ("- The agent follows the format the task asks for.",
+                          "The agent follows"),
+                         ("- Make sure the assistant writes two digits.",
+                          "Make sure the assistant")):
+        quote = unseen_quote(said)
+        assert quote is not None and (quote.kind, quote.quoted) == ("about", quoted), said
     for fine in ("Open an item before you buy.", "If you did not open an item, open one.",
                  "You are an agent that shops; open the first matching item.",
                  "Use the agent tool to read a file.",

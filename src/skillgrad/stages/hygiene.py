@@ -163,7 +163,12 @@ _ABOUT = re.compile(
     r"|\bthe\s+(?:agent|assistant)'s\s+(?:reply|replies|response|output|answer)\b"
     r"|\bthe\s+(?:agent|assistant)\s+(?:should|must|does|did|is|was|has|had|will|can|"
     r"cannot|needs?|fails?|tries|tried|never|always|sees?|saw|knows?|knew|gets?|got|"
-    r"writes?|wrote|repl(?:y|ies|ied)|answer(?:s|ed)|uses?|used|calls?|called|reads?)\b",
+    r"writes?|wrote|repl(?:y|ies|ied)|answer(?:s|ed)|uses?|used|calls?|called|reads?|"
+    r"follows?|followed|gives?|gave|provides?|provided|includes?|included|makes?|made|"
+    r"keeps?|kept|takes?|took|checks?|checked|returns?|returned|outputs?|responds?|"
+    r"responded|understands?|understood|may|might|could|would|shall|ought)\b"
+    # ... and the coach's wish for it ("Ensure that the agent ...", "Make sure the assistant").
+    r"|\b(?:ensure|make\s+sure|see\s+to\s+it)\s+(?:that\s+)?the\s+(?:agent|assistant)\b",
     re.IGNORECASE)
 _ANALYSIS = re.compile(
     r"\bshares?\s+(?:\d+|no|some|one|two|three)\s+words?\s+with\b|\bplus\s+\d+\s+more\s+"
@@ -711,13 +716,19 @@ def _group_quote(text: str, mine: list[str], own: list[str], evidence: Evidence,
             return Quote("instance" if len(ids) == 1 else "group", " ".join(run), ids[0])
         marks = [w for w in run if w not in _STOP and w not in own_words and not w.isdigit()
                  and len(w) > 2 and counts.get(w, 0) == len(ids)]
-        if _asked_only(run, marks, ids, asked, evidence):
+        if _asked_only(run, marks, ids, asked, evidence) or not set(marks) - _REPLYING:
             continue
         if len(ids) == 1 and len([w for w in marks if len(w) > 4]) >= 2:
             return Quote("instance", " ".join(run), ids[0])  # two long words of one task's
         if len(ids) >= 2 and marks:  # a word only these tasks' inputs have
             return Quote("group", " ".join(run), ids[0])
     return None
+
+
+# The verbs a request asks for its reply with: a group's "Write the date in ..." makes "Write
+# the date in the format the question names" no more that group's than "Reply with" would.
+_REPLYING = frozenset("""write reply give answer state respond return output express put
+provide enter type say""".split())
 
 
 def _asked_only(run: tuple[str, ...], marks: Iterable[str], ids: Sequence[str],
@@ -864,12 +875,24 @@ def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, .
 
 def _scoped(sentence: str) -> bool:
     """Whether a condition of ``sentence`` names a form or the request ("If the question asks
-    for DD/MM/YYYY", "when the task gives a format"): one that says when a form applies."""
+    for DD/MM/YYYY", "when the task gives a format"): one that says when a form applies. So
+    does a form that a thing is given in ("Read a date given as DD/MM/YYYY day first"): what
+    the rule reads, not what it writes."""
+    given = _GIVEN_FORM.search(sentence)
+    if given and not set(words(sentence[: given.start()])) & _REPLYING:
+        return True
     for m in _conditions(sentence, _CONDITION):
         clause = re.split(r"[,;.]\s", sentence[m.start():] + " ", maxsplit=1)[0]
         if _forms(clause) or _REQUEST.search(clause):
             return True
     return False
+
+
+# A thing of any task given in a form: "a date given as DD/MM/YYYY" (not "the answer given as",
+# nor "Reply with a date given as ...", where a verb of replying before it makes it the reply's).
+_GIVEN_FORM = re.compile(rf"\b(?:a|an|any|each|every)\s+[a-z]+\s+(?:that\s+(?:is|are)\s+)?"
+                         rf"(?:given|provided|supplied)\s+(?:as|in)\s+"
+                         rf"(?:the\s+form\s+)?['\"‘“]?{_FORM.pattern}", re.I)
 
 
 def _forms(sentence: str) -> set[tuple[str, ...]]:
