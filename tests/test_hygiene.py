@@ -353,6 +353,23 @@ def _times() -> Evidence:
                                  for i, q in questions.items()})
 
 
+def test_the_thing_one_task_or_one_template_introduces_is_theirs() -> None:
+    """Screened on a times set: "- Reply with the duration of the meeting in the format the task
+    asks for (HH:MM:SS or HH:MM).", where one question of six begins "A meeting began at ...".
+    The rule names that task's thing for every task, as "the bus" names one question's here."""
+    ev = _times()
+    quote = find_quote("- Reply with the duration of the bus ride in the format the task asks "
+                       "for.", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+        "names", "bus", "t4")
+    quote = find_quote("- Give the time the train arrived.", ev)
+    assert quote is not None and (quote.kind, quote.quoted) == ("group", "train")
+    for fine in ("- When the question is about a bus, give the time it arrived.",
+                 "- Reply with the duration of the trip in the format the task asks for.",
+                 "- Write every field of the time with two digits."):
+        assert find_quote(fine, ev) is None, fine
+
+
 def test_the_words_of_one_question_template_are_an_instance_fact() -> None:
     ev = _times()
     quote = find_quote("Reply in HH:MM:SS and include the full duration of the call in seconds.",
