@@ -368,6 +368,12 @@ def test_the_thing_one_task_or_one_template_introduces_is_theirs() -> None:
                  "- Reply with the duration of the trip in the format the task asks for.",
                  "- Write every field of the time with two digits."):
         assert find_quote(fine, ev) is None, fine
+    # A word one passage has in passing is no thing that task is about.
+    asked = {"p1": "Context: The town grew for a time under the duke. Question: Who ruled it?",
+             "p2": "Context: The river floods in May. Question: When does the river flood?",
+             "p3": "Context: Ann painted the door blue. Question: What colour is the door?"}
+    ev = Evidence.of([_result(i, "", q, "wrong") for i, q in asked.items()])
+    assert find_quote("- Give the time as the context writes it.", ev) is None
 
 
 def test_the_words_of_one_question_template_are_an_instance_fact() -> None:
@@ -1152,6 +1158,37 @@ def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() ->
         assert find_quote(rule, ev) is None, rule
 
 
+def test_a_word_count_the_analysis_shows_is_no_rule() -> None:
+    """Adopted on the quickstart once: "- Before you answer, make sure that your reply only
+    contains 4 words as instructed by the skill. Reply with only those words.", where the
+    analysis had shown a reply "plus 4 more words" than its answer."""
+    asked = {"q1": ("Who is the mayor of Dormere?", "The mayor of Dormere is Delia Grimford",
+                    "Delia Grimford"),
+             "q2": ("Is Dormere on the Falcrest River?", "Yes, Dormere is on the Falcrest River",
+                    "yes"),
+             "q3": ("How many crew does the Plover carry?", "The Plover carries a crew of 45",
+                    "45")}
+    results = [RolloutResult(task_id=i, answer=reply, hard=0.0, soft=0.0, reason="wrong",
+                             messages=(Message(role="system", content="# Reading"),
+                                       Message(role="user", content=q),
+                                       Message(role="assistant", content=reply)))
+               for i, (q, reply, _) in asked.items()]
+    ev = Evidence.of(results, {i: Task(id=i, prompt=q, reference=[a])
+                               for i, (q, _, a) in asked.items()})
+    assert ev.counted == {"5", "6"}  # "plus 5 more words", "plus 6 more words"
+    cleaned = clean_text("- Before you answer, make sure that your reply only contains 5 words "
+                         "as instructed by the skill. Reply with only those words.", ev)
+    assert cleaned.clean is None  # the sentence that points back to it goes with it
+    assert [q.reason() for _, q in cleaned.removed] == [
+        "echoes skillgrad's failure analysis: '5 words'"]
+    cleaned = clean_text("- Make sure that your reply only contains 5 words. Reply with the "
+                         "answer alone, without a sentence around it.", ev)
+    assert cleaned.clean == "- Reply with the answer alone, without a sentence around it."
+    for fine in ("- Reply in at most 5 words.", "- Keep the reply to 6 words or fewer.",
+                 "- Reply in 4 words.", "- Reply with the answer only."):
+        assert find_quote(fine, ev) is None, fine
+
+
 def test_a_rule_that_writes_a_refusals_reason_back_copies_skillgrads_own_words() -> None:
     """Told why its rule was refused, a unit-conversion analyst wrote the reason into its next
     rule, the training item's id with it; the screen rolled it out."""
@@ -1263,10 +1300,20 @@ def test_a_skill_line_urged_again_is_the_skill_again() -> None:
             ("- Make sure to end your reply with a line of the form Answer: <your answer>.",
              "End your reply with a line of the form `Answer: <your answer>`."),
             ("- Please remember to use the context when one is given.",
-             "Use the context when one is given; otherwise rely on what you know.")):
+             "Use the context when one is given; otherwise rely on what you know."),
+            # Screened on a times set: a line with "both", and the whole skill after a label.
+            ("- Before you answer, make sure to read both the question and the context "
+             "carefully", "Read the question and the context carefully before answering."),
+            ("- Reply with: Read the question and the context carefully before answering. Use "
+             "the context when one is given; otherwise rely on what you know. End your reply "
+             "with a line of the form `Answer: <your answer>`.",
+             "Read the question and the context carefully before answering.; Use the context "
+             "when one is given; otherwise rely on what you know.; End your reply with a line "
+             "of the form `Answer: <your answer>`.")):
         assert restated_part(urged, skill) == part, urged
     for rule in ("- Always end your reply with the unit symbol.",
                  "- Make sure the time has two digits per field.",
+                 "- Reply with: the time in HH:MM, then the answer line.",
                  "- Ensure you never use the context."):
         assert restated_part(rule, skill) is None, rule
 

@@ -52,6 +52,7 @@ from typing import Any, Literal
 from skillgrad import prompts
 from skillgrad.records import Edit, Refused, RejectedStep, RolloutResult, Suggestion, Task
 from skillgrad.skill import LIST_ITEM, instructions
+from skillgrad.stages.relation import compare_reply
 from skillgrad.words import FUNCTION_WORDS
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
@@ -323,6 +324,12 @@ class Evidence:
     # 'An architect'." is not written back in "Reply with the answer in the context, which is
     # 'An architect'." once the rejected buffer has shown it.
     refused_alone: tuple[tuple[str, ...], ...] = ()
+    # The things each task's requests introduce at the start of a sentence ("A meeting began
+    # at ..."): what that task is about.
+    introduced: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The word counts the failure analysis shows beside the replies ("contains an expected
+    # answer plus 4 more words", "shares 2 words with ..."), as digits.
+    counted: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -347,6 +354,8 @@ class Evidence:
         forms: dict[str, frozenset[tuple[str, ...]]] = {}
         form_texts: dict[tuple[str, ...], str] = {}
         read: dict[str, tuple[str, ...]] = {}
+        introduced: dict[str, frozenset[str]] = {}
+        counted: set[str] = set()
         feedback = []
         # The system message too: what every task tells the agent after its skill (the tools
         # and how to call them) is scaffolding, which a rule need not copy.
@@ -358,6 +367,9 @@ class Evidence:
             questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
+            introduced[r.task_id] = frozenset(
+                x.group(1).lower() for m in r.messages if m.role == "user"
+                for x in _INTRODUCED.finditer(m.text()))
             spans = [f for m in r.messages if m.role == "user" for f in _form_spans(m.text())]
             forms[r.task_id] = frozenset(f for f, _ in spans)
             for f, raw in spans:
@@ -372,6 +384,8 @@ class Evidence:
             if task is not None:
                 answers[r.task_id] = tuple(" ".join(words(a)) for a in _strings(task.reference))
                 shapes[r.task_id] = frozenset(answer_shape(a) for a in _strings(task.reference))
+                counted |= set(_COUNTED.findall(compare_reply(r.answer,
+                                                              _strings(task.reference))[1]))
                 if task.group is not None:
                     groups[r.task_id] = task.group
         if instructions is None:
@@ -381,13 +395,23 @@ class Evidence:
         return cls(inputs, answers, tuple(feedback),
                    tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
-                   questions, shapes, forms, form_texts, read, alone)
+                   questions, shapes, forms, form_texts, read, alone, introduced,
+                   frozenset(counted))
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
                     or self.instructions)
 
 
+# A count of words, as the failure analysis writes one ("plus 4 more words", "2 words short").
+_COUNTED = re.compile(r"\b(\d+)\s+(?:more\s+)?words?\b")
+# ... and as a rule fixes one, which a bound before or after it ("at most 5 words", "5 words or
+# fewer") does not: a limit a person sets, not a count read from the analysis.
+_FIXED_COUNT = re.compile(r"(?<!at most )(?<!up to )(?<!no more than )(?<!fewer than )"
+                          r"(?<!less than )(?<!under )(?<!within )\b(\d+)\s+(?:more\s+)?words?\b"
+                          r"(?!\s+or\s+(?:fewer|less))", re.I)
+# A thing a sentence begins with, introduced: "A meeting began at 11:55:12 ...".
+_INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)")
 # A question: a sentence (or line) that ends in a question mark.
 _QUESTION = re.compile(r"[^.?!\n]*\?")
 # A rule that says when it applies: a condition anywhere in it, a label before a colon
@@ -512,7 +536,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
             or _refused_quote(mine, own, evidence) or _instructions_quote(mine, own, evidence)
             or _narrow_quote(text, mine, own, evidence) or _introduced_quote(text, own, evidence)
             or _value_quote(text, own, evidence)
-            or _form_quote(text, skill, evidence)
+            or _form_quote(text, skill, evidence) or _count_quote(text, skill, evidence)
             or _read_quote(mine, own, evidence))
 
 
@@ -778,14 +802,28 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
 _THE = re.compile(r"\b(?:the|its|their|your)\s+([a-z]+)", re.I)
 
 
+def _count_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
+    """A count of words that a rule fixes ("make sure that your reply only contains 4 words")
+    where the failure analysis shows that count beside a reply ("its reply contains an
+    expected answer plus 4 more words"): the analysis echoed as a rule, which the quickstart's
+    gate accepted over "Reply with the answer only". A limit ("at most 5 words", "5 words or
+    fewer") and a count the skill gives pass."""
+    for m in _FIXED_COUNT.finditer(text):
+        if m.group(1) in evidence.counted and m.group(0).lower() not in skill.lower():
+            return Quote("analysis", m.group(0))
+    return None
+
+
 def _introduced_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     """A rule with no condition that names ("the", a possessive) a thing that fewer than half
-    of the step's tasks introduce ("A meeting began at 11:55:12 ..."), where no other task's
-    input has the word: that task's entity, or one group's, made a rule for every task. "Reply
-    with the duration of the meeting in the format the task asks for" was screened on a times
-    set where one question of six is about a meeting; "the phone call" is the calls' template.
-    A thing the tasks name with "the" ("the number", "the passage"), one the skill names, and
-    the rule that says when it applies ("When the question is about a meeting, ...") pass."""
+    of the step's tasks introduce, a sentence of their requests beginning with it ("A meeting
+    began at 11:55:12 ..."), where no other task's input has the word: that task's entity, or
+    one group's, made a rule for every task. "Reply with the duration of the meeting in the
+    format the task asks for" was screened on a times set where one question of six is about
+    a meeting; "the phone call" is the calls' template. A word some passage has ("... for a
+    time, the parliament ..."), a thing the tasks name with "the" ("the number"), one the
+    skill names, and the rule that says when it applies ("When the question is about a
+    meeting, ...") pass."""
     n_tasks = len(evidence.inputs)
     if n_tasks < 3 or _says_when(text):
         return None
@@ -795,8 +833,7 @@ def _introduced_quote(text: str, own: list[str], evidence: Evidence) -> Quote | 
         w = found.lower()
         if w in _STOP or w in own_words or w.isdigit() or len(w) < 3:
             continue
-        holders = [i for i, seq in evidence.inputs.items()
-                   if _holds(seq, ("a", w)) or _holds(seq, ("an", w))]
+        holders = [i for i, things in evidence.introduced.items() if w in things]
         if holders and counts.get(w, 0) == len(holders) < SCAFFOLD_SHARE * n_tasks:
             return Quote("names" if len(holders) == 1 else "group", w, holders[0])
     return None
@@ -1257,6 +1294,10 @@ def _drop_scorer_words(text: str, evidence: Evidence,
     return text, tuple(dropped)
 
 
+# Words that point back to what the sentence before said ("only those words", "the same").
+_POINTS_BACK = re.compile(r"\b(?:those|these|such|them|the\s+same)\b", re.I)
+
+
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
     marker = LIST_ITEM.match(text)  # a bullet or number stays with what is kept of its item
     head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
@@ -1264,9 +1305,13 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     kept: list[str] = []
     removed: list[tuple[str, Quote]] = []
     repaired: list[tuple[str, Quote]] = []
+    dropped: Quote | None = None  # the reason the sentence before was removed
     for sentence in sentences:
         quote = find_quote(sentence, evidence, skill)
+        if quote is None and dropped is not None and _POINTS_BACK.search(sentence):
+            quote = dropped  # "Reply with only those words." after the one that said which
         fixed = _repaired(sentence, quote, evidence, skill) if quote is not None else None
+        dropped = None
         if quote is None:
             kept.append(sentence)
         elif fixed is not None and fixed.clean is not None:
@@ -1274,6 +1319,7 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
             repaired.extend(fixed.repaired)
         else:
             removed.append((sentence, quote))
+            dropped = quote
     if not removed and not repaired:  # the quote spans sentences: nothing to keep apart from it
         return Cleaned(None, ((text, whole),))
     rest = " ".join(kept).strip()
@@ -1309,7 +1355,9 @@ _NEGATIONS = frozenset({"no", "not", "never", "without", "nothing", "none", "avo
 # the answer" beside "Reply with the answer only" says too little to tell.
 RESTATED_MIN_WORDS = 3
 # The opener the analysts' prompt asks a rule to start with, which says nothing of its own.
-_OPENER = re.compile(r"^\W*before you (?:answer|reply)\s*,?\s*", re.I)
+# So is a label of replying before what the rule says ("Reply with: Read the question ...").
+_OPENER = re.compile(r"^\W*(?:before you (?:answer|reply)\s*,?|"
+                     r"(?:reply|answer|respond)(?:\s+with)?\s*:)\s*", re.I)
 _CLAUSE_END = re.compile(r"\s*[,;:()]\s*")
 # Words that urge without saying what to do: "Always end your reply with ..." and "Before you
 # answer, ensure you read the question ..." say the skill's "End your reply with ..." and "Read
@@ -1321,7 +1369,13 @@ _URGING = re.compile(r"\b(?:(?:make|be)\s+sure(?:\s+(?:to|that))?|ensure(?:\s+th
 def _said(text: str) -> set[str]:
     """The content words of what ``text`` asks for, without the opener or words that urge, and
     without negations (which :func:`_negated` reads apart)."""
-    return content_words(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", "")) - _NEGATIONS
+    return (content_words(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", ""))
+            - _NEGATIONS - _ADDING)
+
+
+# Words that add nothing to what a rule asks for: "read both the question and the context"
+# says "read the question and the context" again.
+_ADDING = frozenset({"both", "also"})
 
 
 def _negated(text: str) -> bool:
