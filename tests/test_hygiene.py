@@ -1184,6 +1184,10 @@ def test_a_word_count_the_analysis_shows_is_no_rule() -> None:
     cleaned = clean_text("- Make sure that your reply only contains 5 words. Reply with the "
                          "answer alone, without a sentence around it.", ev)
     assert cleaned.clean == "- Reply with the answer alone, without a sentence around it."
+    # "them" is the additional words of its own sentence: the quickstart's line, kept so.
+    cleaned = clean_text("- Make sure that your reply only contains 5 words. If the reply "
+                         "contains additional words, leave them out.", ev)
+    assert cleaned.clean == "- If the reply contains additional words, leave them out."
     for fine in ("- Reply in at most 5 words.", "- Keep the reply to 6 words or fewer.",
                  "- Reply in 4 words.", "- Reply with the answer only."):
         assert find_quote(fine, ev) is None, fine

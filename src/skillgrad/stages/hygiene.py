@@ -1294,8 +1294,10 @@ def _drop_scorer_words(text: str, evidence: Evidence,
     return text, tuple(dropped)
 
 
-# Words that point back to what the sentence before said ("only those words", "the same").
-_POINTS_BACK = re.compile(r"\b(?:those|these|such|them|the\s+same)\b", re.I)
+# A thing the sentence before named, pointed back to ("Reply with only those words."); not one
+# its own sentence goes on to say ("those that ...", "leave them out", "such as").
+_POINTS_BACK = re.compile(r"\b(?:those|these)\s+[a-z]+\b(?!\s+(?:that|which|who|whose|where|"
+                          r"of|in|from|with|you|the)\b)", re.I)
 
 
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
