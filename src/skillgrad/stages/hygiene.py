@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Literal
 
 from skillgrad import prompts
@@ -402,14 +402,19 @@ class Evidence:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
                     or self.instructions)
 
+    @cached_property
+    def input_counts(self) -> dict[str, int]:
+        """In how many tasks' inputs each word is, counted once for the checks that ask."""
+        return _task_counts(self.inputs.values())
+
 
 # A count of words, as the failure analysis writes one ("plus 4 more words", "2 words short").
 _COUNTED = re.compile(r"\b(\d+)\s+(?:more\s+)?words?\b")
 # ... and as a rule fixes one, which a bound before or after it ("at most 5 words", "5 words or
 # fewer") does not: a limit a person sets, not a count read from the analysis.
 _FIXED_COUNT = re.compile(r"(?<!at most )(?<!up to )(?<!no more than )(?<!fewer than )"
-                          r"(?<!less than )(?<!under )(?<!within )\b(\d+)\s+(?:more\s+)?words?\b"
-                          r"(?!\s+or\s+(?:fewer|less))", re.I)
+                          r"(?<!less than )(?<!under )(?<!within )" + _COUNTED.pattern
+                          + r"(?!\s+or\s+(?:fewer|less))", re.I)
 # A thing a sentence begins with, introduced: "A meeting began at 11:55:12 ...".
 _INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)")
 # A question: a sentence (or line) that ends in a question mark.
@@ -720,7 +725,7 @@ def _group_quote(text: str, mine: list[str], own: list[str], evidence: Evidence,
     n_tasks = len(evidence.inputs)
     if n_tasks < 3:
         return None
-    counts = _task_counts(evidence.inputs.values())
+    counts = evidence.input_counts
     runs = {r for r in _runs(mine, GROUP_RUN) - _runs(own, GROUP_RUN) if _content(r) >= 1}
     runs -= {r for form in _forms(text) for r in _runs(form, GROUP_RUN)}
     if not runs:
@@ -786,7 +791,7 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
              and len(w) > 2]
     if not named:  # most rules name nothing a question asks about: no input counted
         return None
-    counts = _task_counts(evidence.inputs.values())
+    counts = evidence.input_counts
     narrow: list[tuple[str, str]] = []
     for w in named:
         asking = [i for i, q in evidence.questions.items() if w in q]
@@ -799,6 +804,8 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     return Quote("narrow", *narrow[0])
 
 
+# The one word after "the" or a possessive. Not :data:`_NAMED`, whose second word would take
+# the article of the next thing ("the time the train arrived" gives "time the", not "train").
 _THE = re.compile(r"\b(?:the|its|their|your)\s+([a-z]+)", re.I)
 
 
@@ -828,7 +835,7 @@ def _introduced_quote(text: str, own: list[str], evidence: Evidence) -> Quote | 
     if n_tasks < 3 or _says_when(text):
         return None
     own_words = set(own)
-    counts = _task_counts(evidence.inputs.values())
+    counts = evidence.input_counts
     for found in _THE.findall(text):
         w = found.lower()
         if w in _STOP or w in own_words or w.isdigit() or len(w) < 3:
@@ -859,7 +866,7 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
         return None
     given = [w for before, quoted in [*_quotations(text), *_bracketed(text)]
              if not _EXAMPLE.search(before) for w in words(quoted)]
-    counts = _task_counts(evidence.inputs.values())
+    counts = evidence.input_counts
     own_words = set(own)
     kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
     for w in dict.fromkeys(given):
@@ -1124,7 +1131,7 @@ def _reply_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote |
     if not holders:
         return None
     n_tasks = len(evidence.replies)
-    shared = _task_counts(evidence.inputs.values())  # in how many task inputs each word is
+    shared = evidence.input_counts  # in how many task inputs each word is
     common = {w for w, n in shared.items() if n >= 2 and n >= SCAFFOLD_SHARE * len(evidence.inputs)}
 
     def of_item(run: tuple[str, ...], task_id: str) -> bool:
