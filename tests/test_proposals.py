@@ -725,6 +725,70 @@ def test_a_rule_that_rides_along_is_left_out_before_the_gate() -> None:
     assert without_riders(whole, longer, 0.0, tasks, run, value) == (whole, [])
 
 
+def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
+    """One rule of two sentences, one of which does nothing (a dates run's gate adopted "If
+    the context is not given, you should rely on what you know about the topic, not on the
+    specific date. Reply with the date in the format the task asks for (...)."): the sentence
+    that earns the score stays, the other is reported skipped beside it, with the stage. A
+    sentence that leans on the one before (an example, "... those words.") is never left as a
+    rule of its own; it goes with that one."""
+    from skillgrad.records import Edit, Selection
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.screen import sentence_cuts, without_riders
+    from skillgrad.stages.update import apply_edits
+
+    skill = "# Skill\n\nAnswer the question.\n"
+    works = "Reply with the date in the format the task asks for."
+    rider = "If the context is not given, rely on what you know about the topic."
+    tasks = [Task(id=f"t{i}", prompt="q", reference=["a"]) for i in range(4)]
+    rolled: list[str] = []
+
+    def proposal(*lines: str) -> Proposal:
+        edits = tuple(Edit(op="append", content=line) for line in lines)
+        candidate, report = apply_edits(skill, list(edits))
+        return Proposal(candidate=candidate, items=edits, report=report, n_proposed=len(edits),
+                        n_applied=len(edits), selection=Selection(budget=3, ranked=edits,
+                                                                  kept=edits))
+
+    def run(doc: str, ts: Any) -> list[RolloutResult]:
+        rolled.append(doc)
+        right = 2 * (works in doc)
+        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
+                              soft=0.0) for i, t in enumerate(ts)]
+
+    def value(rs: Any) -> float:
+        return sum(r.hard for r in rs) / len(rs)
+
+    both = proposal(f"- {rider} {works}")
+    lean, left = without_riders(both, skill, 0.5, tasks, run, value)
+    assert lean.candidate == apply_edits(skill, [Edit(op="append", content=f"- {works}")])[0]
+    assert len(rolled) == 2 + 0  # each sentence left out once; one sentence is no rule to cut
+    assert left == [f"{rider!r} (the rest scored 0.500 without it on the step's 4 training "
+                    "tasks, 0.500 with it)"]
+    outcomes = lean.report.outcomes if lean.report else ()
+    assert [(o.edit.content, o.status) for o in outcomes] == [
+        (f"- {works}", "applied"), (rider, "skipped")]
+    assert (lean.n_applied, lean.n_skipped) == (1, 1)
+    assert [e.content for e in lean.kept] == [f"- {works}"]
+    assert any(x.startswith("screen left out 1: the rest scored") for x in lean.losses())
+    # Each sentence earning part of the score keeps the rule whole.
+    def each(doc: str, ts: Any) -> list[RolloutResult]:
+        right = (works in doc) + (rider in doc)
+        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
+                              soft=0.0) for i, t in enumerate(ts)]
+
+    whole = proposal(f"- {works} {rider}")
+    assert without_riders(whole, skill, 0.5, tasks, each, value) == (whole, [])
+    # A sentence that leans on the one before goes with it, never alone; a rule over several
+    # lines is not cut.
+    assert sentence_cuts(f"- {works} For example, 4 March 2021 as 04/03/2021.") == []
+    assert sentence_cuts("- If the reply has extra words, leave them out. Reply with only "
+                         "those words.") == []
+    assert sentence_cuts(f"- {works}\n  {rider}") == []
+    assert sentence_cuts(f"{rider} {works} For example, 04/03/2021.") == [
+        (f"{works} For example, 04/03/2021.", rider), (rider, f"{works} For example, 04/03/2021.")]
+
+
 def _riders(skill: str, tasks: str, prompt: str) -> dict[str, Any]:
     """Proposes the rule that works beside one that changes nothing the toy agent does."""
     if toy.rule("year") in skill or "year" not in tasks:

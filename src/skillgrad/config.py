@@ -95,9 +95,9 @@ class GradientSection(Section):
         "the selection split decides")
     drop_riders: bool = Field(
         False, description="when the screen chooses a candidate that adds two rules or more, "
-        "each is left out in turn on the step's tasks, and one the others score as well "
-        "without is dropped before the gate, and reported (at most one rollout of the step's "
-        "tasks per rule and round)")
+        "or a rule of several sentences, each rule and sentence is left out in turn on the "
+        "step's tasks, and one the rest scores as well without is dropped before the gate, "
+        "and reported (at most one rollout of the step's tasks per rule or sentence and round)")
     failure_judge: bool = Field(
         False, description="before reflection, the optimizer reviews each failed episode "
         "without its expected result or score and names how it went wrong (it repeated "

@@ -82,8 +82,10 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
     # not rolled out then, so the screen's count holds them.
     sampled = g.proposals + len(resamples(cfg)) if g.proposals > 1 else 1
     if candidates > 1:
-        # with drop_riders, at most: each added rule left out in turn, one fewer each round
-        riders = o.learning_rate * (o.learning_rate + 1) // 2 - 1 if g.drop_riders else 0
+        # with drop_riders, about: each added rule, and each sentence of a rule of two, left
+        # out in turn, one fewer each round
+        pieces = 2 * o.learning_rate
+        riders = pieces * (pieces + 1) // 2 - 1 if g.drop_riders else 0
         # a second look: the tied candidates and the current skill on as many more tasks
         second = min(g.tie_break, candidates) + 1 if g.tie_break else 0
         plan.add("target", "screen", batch * (candidates + riders + second) * plan.steps,

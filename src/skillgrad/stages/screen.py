@@ -9,6 +9,7 @@ choosing among several does not bias the gate's estimate.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,7 +24,7 @@ from skillgrad.records import (
     Suggestion,
     Task,
 )
-from skillgrad.skill import body_without_blocks, instructions, skill_hash
+from skillgrad.skill import LIST_ITEM, body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import LEFT_OUT_AT_SCREEN, Proposal
 from skillgrad.stages.update import apply_edits
 
@@ -182,65 +183,124 @@ def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
 _ADDING = frozenset({"append", "insert_after"})
 
 
+# A sentence that leans on the one before it: an example of it, what to do otherwise, or one
+# that points back to what it named ("Reply with only those words."). It is never left as a
+# rule of its own, and goes when the sentence it leans on goes.
+_LEANS_BACK = re.compile(
+    r"^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|then|this|that|these|"
+    r"those|it|its|they|them|such|also|so|instead|here|likewise|similarly|except|or|and|but|"
+    r"in\s+(?:that|this|such|either|both)\s+cases?|if\s+(?:not|so))\b"
+    r"|\b(?:those|these)\s+[a-z]+\s*[.!?]?$", re.I)
+# Where a rule's sentence ends: after ".", "!" or "?" before a capital, not after "e.g.".
+_SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`(\[])")
+
+
+def sentence_cuts(content: str) -> list[tuple[str, str]]:
+    """The ways to leave one sentence of a one-line rule out: each (the rule without it, the
+    sentence left out), in the rule's order. A sentence that leans on the one before
+    (:data:`_LEANS_BACK`: an example, "Otherwise ...", "... those words.") is part of it, and
+    a rule of one such part, or written over several lines, has none."""
+    marker = LIST_ITEM.match(content)
+    head, body = (marker.group(0), content[marker.end():]) if marker else ("", content)
+    body = body.strip()
+    if not body or "\n" in body:
+        return []
+    parts: list[list[str]] = []
+    for sentence in _SENTENCE.split(body):
+        if parts and _LEANS_BACK.search(sentence):
+            parts[-1].append(sentence)
+        else:
+            parts.append([sentence])
+    if len(parts) < 2:
+        return []
+    return [(head + " ".join(x for k, part in enumerate(parts) if k != j for x in part),
+             " ".join(parts[j])) for j in range(len(parts))]
+
+
 def without_riders(
     proposal: Proposal, skill: str, score: float, tasks: Sequence[Task],
     run: Callable[[str, Sequence[Task]], list[RolloutResult]],
     value: Callable[[Sequence[RolloutResult]], float],
     rejected: Mapping[str, int] | None = None,
 ) -> tuple[Proposal, list[str]]:
-    """The chosen ``proposal`` (which scored ``score`` on the step's ``tasks``) without the
-    edits that ride along: while it applies two edits or more, each is left out in turn and
-    the candidate rolled out on the same tasks; the one whose absence scores as well (the
-    latest, among equals) is dropped, and the rest is looked at again. An analyst's reply that
+    """The chosen ``proposal`` (which scored ``score`` on the step's ``tasks``) without what
+    rides along: each edit, while it applies two or more, and each sentence of a rule of
+    several (:func:`sentence_cuts`) is left out in turn and the candidate rolled out on the
+    same tasks; the piece whose absence scores as well (the latest among equals; a whole edit
+    before a sentence) is dropped, and the rest is looked at again. An analyst's reply that
     holds one rule that works and one that does nothing ("Remove any extra words from the
     reply." beside "Ensure the reply follows the correct structure of a sentence.") is
-    screened as one candidate; this keeps the rule that earned the score. Each dropped edit
-    stays in the report, skipped, with why; the second value lists what was left out. Only
-    edits applied exactly that only add text (appended or inserted rules), with nothing added
-    after them (reminders, a description), are taken apart; otherwise the proposal comes back
-    as it was."""
+    screened as one candidate; so is one rule of two sentences, one of which does nothing
+    ("If the context is not given, you should rely on what you know about the topic, not on
+    the specific date. Reply with the date in the format the task asks for (...)."). This
+    keeps what earned the score. Each dropped edit stays in the report, skipped, with why; a
+    dropped sentence is reported skipped beside the rule it was cut from, which is applied
+    without it; the second value lists what was left out. Only edits applied exactly that
+    only add text (appended or inserted rules), with nothing added after them (reminders, a
+    description), are taken apart; otherwise the proposal comes back as it was."""
     report = proposal.report
     if (report is None or proposal.reminders or proposal.documents or proposal.trigger
             or proposal.description is not None):
         return proposal, []
     applied = [o for o in report.outcomes if o.status in ("applied", "applied_fuzzy")]
-    if (len(applied) < 2 or any(o.status != "applied" or o.edit.op not in _ADDING
-                                for o in applied)
+    if (not applied or any(o.status != "applied" or o.edit.op not in _ADDING for o in applied)
             or apply_edits(skill, [o.edit for o in applied])[0] != proposal.candidate):
         return proposal, []
-    kept, dropped, note = list(applied), list[EditOutcome](), list[str]()
-    while len(kept) >= 2:
+    kept, dropped, cuts, note = list(applied), list[EditOutcome](), list[EditOutcome](), []
+    while True:
+        # (the kept edits, the outcome left out as skipped, what the note calls it)
+        ways: list[tuple[list[EditOutcome], EditOutcome, str]] = []
+        for j, o in enumerate(kept):
+            for rest, sentence in sentence_cuts(o.edit.content):
+                shorter = o.model_copy(update={"edit": o.edit.model_copy(
+                    update={"content": rest})})
+                ways.append(([*kept[:j], shorter, *kept[j + 1:]], o.model_copy(
+                    update={"edit": o.edit.model_copy(update={"content": sentence})}),
+                    "the rest"))
+        if len(kept) >= 2:
+            ways += [([x for k, x in enumerate(kept) if k != j], o, f"the other {len(kept) - 1}")
+                     for j, o in enumerate(kept)]
         best: tuple[float, int, str] | None = None
-        for j in range(len(kept)):
-            candidate, _ = apply_edits(skill, [o.edit for k, o in enumerate(kept) if k != j])
+        for w, (edits, _, _) in enumerate(ways):
+            candidate, _ = apply_edits(skill, [o.edit for o in edits])
             if candidate == skill or (rejected and skill_hash(candidate) in rejected):
                 continue
             without = value(run(candidate, tasks))
             if without >= score and (best is None or without >= best[0]):
-                best = (without, j, candidate)
+                best = (without, w, candidate)
         if best is None:
             break
-        without, j, candidate = best
-        rider = kept.pop(j)
-        why = (f"{LEFT_OUT_AT_SCREEN}the other {len(kept)} scored {without:.3f} without "
-               f"it on the step's {len(tasks)} training tasks, {score:.3f} with it")
-        dropped.append(rider.model_copy(update={"status": "skipped", "reason": why}))
+        without, w, candidate = best
+        edits, rider, rest = ways[w]
+        why = (f"{LEFT_OUT_AT_SCREEN}{rest} scored {without:.3f} without it on the step's "
+               f"{len(tasks)} training tasks, {score:.3f} with it")
+        whole = len(edits) < len(kept)
+        (dropped if whole else cuts).append(
+            rider.model_copy(update={"status": "skipped", "reason": why}))
         note.append(f"{_shown(rider.edit)!r} ({why.removeprefix(LEFT_OUT_AT_SCREEN)})")
+        kept = edits
         proposal, score = replace(proposal, candidate=candidate), without
-    if not dropped:
+    if not dropped and not cuts:
         return proposal, []
-    by_index = {d.index: d for d in dropped}
-    lean = ApplyReport(outcomes=tuple(by_index.get(o.index, o) for o in report.outcomes))
-    gone = [d.edit for d in dropped]
+    now = {o.index: o for o in (*kept, *dropped)}
+    outcomes: list[EditOutcome] = []
+    for o in report.outcomes:
+        outcomes.append(now.get(o.index, o))
+        outcomes += [c for c in cuts if c.index == o.index]
+    lean = ApplyReport(outcomes=tuple(outcomes))
+    was = {o.index: o.edit for o in applied}  # each kept edit as the selection holds it
+    becomes = [(was[o.index], o.edit) for o in kept]
+    gone = [was[o.index] for o in dropped]
     selection = proposal.selection
     if selection is not None:
         selection = selection.model_copy(update={"kept": tuple(
-            e for e in selection.kept if e not in gone)})
+            next((now for old, now in becomes if old == e), e)
+            for e in selection.kept if e not in gone)})
     artifacts = tuple((kind, lean if kind == "apply_report" else data)
                       for kind, data in proposal.artifacts)
     return replace(proposal, report=lean, selection=selection, artifacts=artifacts,
                    n_applied=proposal.n_applied - len(dropped),
-                   n_skipped=proposal.n_skipped + len(dropped)), note
+                   n_skipped=proposal.n_skipped + len(dropped) + len(cuts)), note
 
 
 def _shown(item: Edit | Suggestion) -> str:
