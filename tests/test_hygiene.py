@@ -596,6 +596,17 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
                       "the seconds.", times) is None
     assert find_quote("- When the question asks for hh:mm, leave out the seconds.", times) is None
     assert find_quote("- Write times as hh:mm or hh:mm:ss, as the task asks.", times) is None
+    # Screened on the times set: a pointer to the request after the fixed form says what the
+    # form is for, and fixes it all the same; one before it, or in its clause, leaves it to the
+    # request.
+    assert clean_text("- Before you answer, use the format HH:MM:SS for time, including minutes "
+                      "and seconds, so the answer matches the requested form.", times).clean == (
+        "- Before you answer, use the format the task asks for (HH:MM:SS or HH:MM) for time, "
+        "including minutes and seconds, so the answer matches the requested form.")
+    for rule in ("- Reply in the format the question asks for, such as HH:MM:SS.",
+                 "- Reply in HH:MM:SS when the question asks for it.",
+                 "- Reply in the requested format (HH:MM:SS, for example)."):
+        assert find_quote(rule, times) is None, rule
     # Capitals that are not placeholders of a form: a column, a currency, a protocol word.
     sheets = Evidence.of([RolloutResult(task_id=i, answer="x", hard=0.0, soft=0.0,
                                         messages=(Message(role="user", content=q),))

@@ -922,10 +922,22 @@ def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     if not (holders and others):
         return None
     fixed = any(form in _asked_forms(sentence, asked) and not _scoped(sentence)
-                and not _POINTED.search(sentence)
+                and not _pointed_before(sentence, form, asked)
                 and not set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}
                 for sentence in sentences)
     return Quote("form", " ".join(form), holders[0]) if fixed else None
+
+
+def _pointed_before(sentence: str, form: tuple[str, ...], asked: set[tuple[str, ...]]) -> bool:
+    """Whether ``sentence`` leaves ``form`` to the request: it points to the request ("the
+    format the question asks for") in the clause that names the form, or in one before it
+    ("the format the question asks for, such as YYYY-MM-DD"). A pointer after it says what the
+    fixed form is meant to do ("use the format HH:MM:SS, so the answer matches the requested
+    form") and fixes it all the same."""
+    parts = re.split(r"[,;]\s+|:\s+", sentence)
+    pointing = [k for k, part in enumerate(parts) if _POINTED.search(part)]
+    naming = [k for k, part in enumerate(parts) if form in _asked_forms(part, asked)]
+    return any(p <= f for p in pointing for f in naming)
 
 
 def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
