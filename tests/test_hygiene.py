@@ -1096,7 +1096,7 @@ def test_a_rule_against_the_skill_stays_out_when_the_second_reply_is_unusable() 
 
 
 def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
-    from skillgrad.stages.hygiene import contradicted_part, restated_part, skill_parts
+    from skillgrad.stages.restated import contradicted_part, restated_part, skill_parts
 
     assert skill_parts(SHOP)[1].startswith("On the results page, open the first item") and \
         skill_parts(SHOP)[1].endswith("by clicking its product id.")
@@ -1128,7 +1128,7 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
 def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> None:
     """An analyst of a unit-conversion set wrote the question-answering skill's three lines back
     as one rule, the first two joined into one sentence at ";"."""
-    from skillgrad.stages.hygiene import restated_part
+    from skillgrad.stages.restated import restated_part
 
     skill = ("# Answering questions\n\n- Read the question and the context carefully before "
              "answering.\n- Use the context when one is given; otherwise rely on what you "
@@ -1229,7 +1229,7 @@ JOINED_WITH_ONE_CLAUSE = (
 
 
 def test_a_rule_that_says_the_skill_again_beside_a_clause_of_its_own_is_cut_to_it() -> None:
-    from skillgrad.stages.hygiene import own_clauses, restated_part
+    from skillgrad.stages.restated import own_clauses, restated_part
 
     assert restated_part(JOINED_WITH_ONE_CLAUSE, QA_SKILL) is None  # it says more
     rest, said = own_clauses(JOINED_WITH_ONE_CLAUSE, QA_SKILL)
@@ -1302,7 +1302,7 @@ def test_an_analysts_rule_cut_to_its_own_clause_is_reported_and_checked_again() 
 def test_a_skill_line_urged_again_is_the_skill_again() -> None:
     """The clock-time analysts wrote two of the skill's lines back with "ensure" and "Always"
     before them, which the screen rolled out as a candidate of their own."""
-    from skillgrad.stages.hygiene import restated_part
+    from skillgrad.stages.restated import restated_part
 
     skill = ("# Answering questions\n\n- Read the question and the context carefully before "
              "answering.\n- Use the context when one is given; otherwise rely on what you "
@@ -1355,7 +1355,7 @@ def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_
 
 
 def test_restates_needs_most_words_of_both() -> None:
-    from skillgrad.stages.hygiene import restates
+    from skillgrad.stages.restated import restates
 
     assert restates("Remove the extra words from the reply.",
                     "Leave the extra words out of the reply.")

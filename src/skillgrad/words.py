@@ -11,6 +11,8 @@ This module imports nothing from the package, so any module may use it.
 
 from __future__ import annotations
 
+import re
+
 # Articles, the commonest prepositions and conjunctions, "be", "it", "this", the first person.
 STOP_WORDS = frozenset("""a an and are as at be by for from i in is it its me my of on or that
 the this to was were with""".split())
@@ -20,3 +22,16 @@ FUNCTION_WORDS = STOP_WORDS | frozenset("""been being but can could did do does 
 our she should so then these they those we will would you your""".split())
 
 QUESTION_WORDS = frozenset("how what when where which who whom whose why".split())
+
+_WORD = re.compile(r"[a-z0-9]+")
+_DIGIT_GROUP = re.compile(r"(?<=\d)[,_](?=\d{3}\b)")
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words and numbers (26,100 reads as 26100)."""
+    return _WORD.findall(_DIGIT_GROUP.sub("", text.casefold()))
+
+
+def content_words(text: str) -> set[str]:
+    """The words of ``text`` that carry its content (function words left out)."""
+    return {w for w in words(text) if w not in FUNCTION_WORDS}

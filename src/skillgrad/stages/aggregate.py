@@ -28,7 +28,6 @@ from skillgrad.models.messages import Message
 from skillgrad.package import is_package
 from skillgrad.parallel import fan_out
 from skillgrad.records import Edit, Patch
-from skillgrad.stages.hygiene import content_words
 from skillgrad.stages.render import one_line, render_edits
 from skillgrad.stages.replies import (
     PACKAGE_SHAPES,
@@ -39,6 +38,7 @@ from skillgrad.stages.replies import (
     rules_schema,
 )
 from skillgrad.stages.update import apply_edits
+from skillgrad.words import content_words
 
 COVERED = 0.6  # the share of a rule's content words one merged rule must hold to cover it
 _EXAMPLES, _EXAMPLE_CHARS = 2, 200  # requests shown with each proposal in a rules merge

@@ -43,7 +43,6 @@ from skillgrad.skill import estimate_tokens
 from skillgrad.stages import appendix
 from skillgrad.stages.aggregate import MergeSettings, aggregate
 from skillgrad.stages.hygiene import (
-    CONTRADICTS,
     NO_EVIDENCE,
     REFUSED,
     Evidence,
@@ -53,7 +52,7 @@ from skillgrad.stages.hygiene import (
     find_quote,
 )
 from skillgrad.stages.render import one_line
-from skillgrad.stages.restated import CUT_TO, cut_to_own, left_out_by_skill
+from skillgrad.stages.restated import CONTRADICTS, CUT_TO, cut_to_own, left_out_by_skill
 from skillgrad.stages.rewrite import fold_suggestions, rewrite_document, settle
 from skillgrad.stages.select import SelectSettings, select
 from skillgrad.stages.trigger import retrain_trigger

@@ -42,7 +42,6 @@ from skillgrad.stages.hygiene import (
     Evidence,
     clean_items,
     distinct,
-    restates,
 )
 from skillgrad.stages.render import (
     render_breakdown,
@@ -70,6 +69,7 @@ from skillgrad.stages.restated import (
     first_of_each,
     left_out,
     quoted_text,
+    restates,
     text_of,
 )
 from skillgrad.stages.rewrite import ask_document, prompt_parts
