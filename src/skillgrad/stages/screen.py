@@ -183,16 +183,17 @@ def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
 _ADDING = frozenset({"append", "insert_after"})
 
 
-# A sentence that leans on the one before it: an example of it, what to do otherwise, or one
-# that points back to what it named ("Reply with only those words."). It is never left as a
-# rule of its own, and goes when the sentence it leans on goes.
+# A sentence that leans on the one before it: an example of it (or one in quotes or brackets),
+# what to do otherwise, or one that points back to what it named ("Reply with only those
+# words."). It is never left as a rule of its own, and goes when the sentence it leans on goes.
 _LEANS_BACK = re.compile(
-    r"^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|then|this|that|these|"
+    r"^[\"'`‘“(\[]"
+    r"|^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|then|this|that|these|"
     r"those|it|its|they|them|such|also|so|instead|here|likewise|similarly|except|or|and|but|"
     r"in\s+(?:that|this|such|either|both)\s+cases?|if\s+(?:not|so))\b"
     r"|\b(?:those|these)\s+[a-z]+\s*[.!?]?$", re.I)
 # Where a rule's sentence ends: after ".", "!" or "?" before a capital, not after "e.g.".
-_SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`(\[])")
+_SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`‘“(\[])")
 
 
 def sentence_cuts(content: str) -> list[tuple[str, str]]:
