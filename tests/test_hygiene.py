@@ -1199,6 +1199,12 @@ def test_a_word_count_the_analysis_shows_is_no_rule() -> None:
     cleaned = clean_text("- Make sure that your reply only contains 5 words. If the reply "
                          "contains additional words, leave them out.", ev)
     assert cleaned.clean == "- If the reply contains additional words, leave them out."
+    # Nor does one that begins by pointing back ("This should ..."), seen after a units
+    # analyst's sentence about "the agent"; one that only begins "Instead," stands alone.
+    assert clean_text("- Make sure that your reply only contains 5 words. This keeps the "
+                      "reply short in every case.", ev).clean is None
+    assert clean_text("- Make sure that your reply only contains 5 words. Instead, reply with "
+                      "the answer alone.", ev).clean == "- Reply with the answer alone."
     for fine in ("- Reply in at most 5 words.", "- Keep the reply to 6 words or fewer.",
                  "- Reply in 4 words.", "- Reply with the answer only."):
         assert find_quote(fine, ev) is None, fine

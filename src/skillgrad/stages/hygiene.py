@@ -1305,10 +1305,19 @@ def _drop_scorer_words(text: str, evidence: Evidence,
     return text, tuple(dropped)
 
 
-# A thing the sentence before named, pointed back to ("Reply with only those words."); not one
-# its own sentence goes on to say ("those that ...", "leave them out", "such as").
-_POINTS_BACK = re.compile(r"\b(?:those|these)\s+[a-z]+\b(?!\s+(?:that|which|who|whose|where|"
-                          r"of|in|from|with|you|the)\b)", re.I)
+# A sentence that leans on the one before it: an example of it (or one in quotes or brackets),
+# what to do otherwise, one that begins with a word pointing back ("It", "This"), or one that
+# points back to a thing the sentence before named ("Reply with only those words."; not one
+# its own sentence goes on to say: "those that ...", "leave them out", "such as"). It goes
+# with the sentence it leans on, and is never a rule alone. A sentence that only begins with
+# a word of sequence ("Instead, reply with ...") stands alone without it (:data:`LEAD`).
+LEANS_BACK = re.compile(
+    r"^[\"'`‘“(\[]"
+    r"|^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|this|that|these|those|"
+    r"it|its|they|them|such|here|except|in\s+(?:that|this|such|either|both)\s+cases?|"
+    r"if\s+(?:not|so))\b"
+    r"|\b(?:those|these)\s+[a-z]+\b(?!\s+(?:that|which|who|whose|where|of|in|from|with|you|"
+    r"the)\b)", re.I)
 
 
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
@@ -1321,7 +1330,7 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     dropped: Quote | None = None  # the reason the sentence before was removed
     for sentence in sentences:
         quote = find_quote(sentence, evidence, skill)
-        if quote is None and dropped is not None and _POINTS_BACK.search(sentence):
+        if quote is None and dropped is not None and LEANS_BACK.search(sentence):
             quote = dropped  # "Reply with only those words." after the one that said which
         fixed = _repaired(sentence, quote, evidence, skill) if quote is not None else None
         dropped = None

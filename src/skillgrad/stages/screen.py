@@ -26,6 +26,7 @@ from skillgrad.records import (
 )
 from skillgrad.skill import LIST_ITEM, body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import LEFT_OUT_AT_SCREEN, Proposal
+from skillgrad.stages.hygiene import LEAD, LEANS_BACK
 from skillgrad.stages.update import apply_edits
 
 
@@ -183,15 +184,6 @@ def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
 _ADDING = frozenset({"append", "insert_after"})
 
 
-# A sentence that leans on the one before it: an example of it (or one in quotes or brackets),
-# what to do otherwise, or one that points back to what it named ("Reply with only those
-# words."). It is never left as a rule of its own, and goes when the sentence it leans on goes.
-_LEANS_BACK = re.compile(
-    r"^[\"'`‘“(\[]"
-    r"|^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|then|this|that|these|"
-    r"those|it|its|they|them|such|also|so|instead|here|likewise|similarly|except|or|and|but|"
-    r"in\s+(?:that|this|such|either|both)\s+cases?|if\s+(?:not|so))\b"
-    r"|\b(?:those|these)\s+[a-z]+\s*[.!?]?$", re.I)
 # Where a rule's sentence ends: after ".", "!" or "?" before a capital, not after "e.g.".
 _SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`‘“(\[])")
 
@@ -199,8 +191,9 @@ _SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`‘�
 def sentence_cuts(content: str) -> list[tuple[str, str]]:
     """The ways to leave one sentence of a one-line rule out: each (the rule without it, the
     sentence left out), in the rule's order. A sentence that leans on the one before
-    (:data:`_LEANS_BACK`: an example, "Otherwise ...", "... those words.") is part of it, and
-    a rule of one such part, or written over several lines, has none."""
+    (:data:`~skillgrad.stages.hygiene.LEANS_BACK`: an example, "Otherwise ...", "... those
+    words.") is part of it, and a rule of one such part, or written over several lines, has
+    none. A rule left beginning with a word of sequence ("Instead, reply ...") loses it."""
     marker = LIST_ITEM.match(content)
     head, body = (marker.group(0), content[marker.end():]) if marker else ("", content)
     body = body.strip()
@@ -208,14 +201,17 @@ def sentence_cuts(content: str) -> list[tuple[str, str]]:
         return []
     parts: list[list[str]] = []
     for sentence in _SENTENCE.split(body):
-        if parts and _LEANS_BACK.search(sentence):
+        if parts and LEANS_BACK.search(sentence):
             parts[-1].append(sentence)
         else:
             parts.append([sentence])
     if len(parts) < 2:
         return []
-    return [(head + " ".join(x for k, part in enumerate(parts) if k != j for x in part),
-             " ".join(parts[j])) for j in range(len(parts))]
+    cuts = []
+    for j in range(len(parts)):
+        rest = LEAD.sub("", " ".join(x for k, part in enumerate(parts) if k != j for x in part))
+        cuts.append((head + rest[:1].upper() + rest[1:], " ".join(parts[j])))
+    return cuts
 
 
 def without_riders(
