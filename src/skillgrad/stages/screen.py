@@ -245,7 +245,7 @@ def without_riders(
         return proposal, []
     kept, dropped, cuts, note = list(applied), list[EditOutcome](), list[EditOutcome](), []
     while True:
-        # (the kept edits, the outcome left out as skipped, what the note calls it)
+        # each way to leave a piece out: (the edits kept, the piece, what scored without it)
         ways: list[tuple[list[EditOutcome], EditOutcome, str]] = []
         for j, o in enumerate(kept):
             for rest, sentence in sentence_cuts(o.edit.content):
@@ -291,7 +291,7 @@ def without_riders(
     selection = proposal.selection
     if selection is not None:
         selection = selection.model_copy(update={"kept": tuple(
-            next((now for old, now in becomes if old == e), e)
+            next((after for before, after in becomes if before == e), e)
             for e in selection.kept if e not in gone)})
     artifacts = tuple((kind, lean if kind == "apply_report" else data)
                       for kind, data in proposal.artifacts)
