@@ -787,6 +787,9 @@ def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
     assert sentence_cuts(f"- {works}\n  {rider}") == []
     assert sentence_cuts(f"- {works} `Answer: 04/03/2021`, not `Answer: 4/3/2021`.") == []
     assert sentence_cuts(f"- {works} (Never guess the year.)") == []
+    assert sentence_cuts("- Give dates as the question does (e.g. 04/03/2021). Do not guess.") \
+        == [("- Do not guess.", "Give dates as the question does (e.g. 04/03/2021)."),
+            ("- Give dates as the question does (e.g. 04/03/2021).", "Do not guess.")]
     assert sentence_cuts(f"- {rider} Instead, reply in the format the task asks for.") == [
         ("- Reply in the format the task asks for.", rider),
         (f"- {rider}", "Instead, reply in the format the task asks for.")]

@@ -1209,7 +1209,9 @@ NO_EVIDENCE = Evidence()
 """Nothing was shown: every text is clean (stages called outside a training step)."""
 
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# Where a sentence ends: after ".", "!" or "?" before a capital, a quote or a bracket (not
+# after "e.g." or "i.e."), and at a line break.
+SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`‘“(\[])|\n+")
 LEAD = re.compile(r"^(?:instead|also|additionally|then|so|therefore|thus|and)\s*,?\s+", re.I)
 
 

@@ -9,7 +9,6 @@ choosing among several does not bias the gate's estimate.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,7 +25,7 @@ from skillgrad.records import (
 )
 from skillgrad.skill import LIST_ITEM, body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import LEFT_OUT_AT_SCREEN, Proposal
-from skillgrad.stages.hygiene import LEAD, LEANS_BACK
+from skillgrad.stages.hygiene import LEAD, LEANS_BACK, SENTENCE_END
 from skillgrad.stages.update import apply_edits
 
 
@@ -184,10 +183,6 @@ def _shorter(proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
 _ADDING = frozenset({"append", "insert_after"})
 
 
-# Where a rule's sentence ends: after ".", "!" or "?" before a capital, not after "e.g.".
-_SENTENCE = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z\"'`‘“(\[])")
-
-
 def sentence_cuts(content: str) -> list[tuple[str, str]]:
     """The ways to leave one sentence of a one-line rule out: each (the rule without it, the
     sentence left out), in the rule's order. A sentence that leans on the one before
@@ -200,7 +195,7 @@ def sentence_cuts(content: str) -> list[tuple[str, str]]:
     if not body or "\n" in body:
         return []
     parts: list[list[str]] = []
-    for sentence in _SENTENCE.split(body):
+    for sentence in SENTENCE_END.split(body):
         if parts and LEANS_BACK.search(sentence):
             parts[-1].append(sentence)
         else:
