@@ -668,13 +668,35 @@ def test_a_shorter_skill_that_ties_goes_to_the_gate_when_asked() -> None:
     assert screen([rule], skill, baseline, batch, run, value, shorter_on_tie=True).chosen is None
 
 
+def _appending(skill: str, *lines: str) -> Any:
+    """A proposal that appends ``lines`` to ``skill``, each applied."""
+    from skillgrad.records import Edit, Selection
+    from skillgrad.stages.candidate import Proposal
+    from skillgrad.stages.update import apply_edits
+
+    edits = tuple(Edit(op="append", content=line) for line in lines)
+    candidate, report = apply_edits(skill, list(edits))
+    return Proposal(candidate=candidate, items=edits, report=report, n_proposed=len(edits),
+                    n_applied=len(edits), selection=Selection(budget=3, ranked=edits,
+                                                              kept=edits))
+
+
+def _first_right(tasks: Any, right: int) -> list[RolloutResult]:
+    """Rollouts of ``tasks`` of which the first ``right`` are solved."""
+    return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
+                          soft=0.0) for i, t in enumerate(tasks)]
+
+
+def _hard_mean(rs: Any) -> float:
+    return sum(r.hard for r in rs) / len(rs)
+
+
 def test_a_rule_that_rides_along_is_left_out_before_the_gate() -> None:
     """An analyst's reply holds one rule that earns the score and one that does nothing (seen
     with the 1.5B optimizer on the quickstart: "Remove any extra words from the reply." beside
     "Ensure the reply follows the correct structure of a sentence."). The rule that works
     stays; the rider is reported, skipped, with the stage that left it out."""
-    from skillgrad.records import Edit, Selection
-    from skillgrad.stages.candidate import Proposal
+    from skillgrad.records import Edit
     from skillgrad.stages.screen import ablations, without_riders
     from skillgrad.stages.update import apply_edits
 
@@ -685,24 +707,15 @@ def test_a_rule_that_rides_along_is_left_out_before_the_gate() -> None:
     tasks = [Task(id=f"t{i}", prompt="q", reference=["a"]) for i in range(4)]
     rolled: list[str] = []
 
-    def proposal(*lines: str) -> Proposal:
-        edits = tuple(Edit(op="append", content=line) for line in lines)
-        candidate, report = apply_edits(skill, list(edits))
-        return Proposal(candidate=candidate, items=edits, report=report, n_proposed=len(edits),
-                        n_applied=len(edits), selection=Selection(budget=3, ranked=edits,
-                                                                  kept=edits))
-
     def run(doc: str, ts: Any) -> list[RolloutResult]:
         rolled.append(doc)
-        right = 2 * (works in doc) + (other in doc)  # of the four tasks
-        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
-                              soft=0.0) for i, t in enumerate(ts)]
+        return _first_right(ts, 2 * (works in doc) + (other in doc))  # of the four tasks
 
-    def value(rs: Any) -> float:
-        return sum(r.hard for r in rs) / len(rs)
+    def proposal(*lines: str) -> Any:
+        return _appending(skill, *lines)
 
     full = proposal(works, rider, other)
-    lean, left = without_riders(full, skill, 0.75, tasks, run, value)
+    lean, left = without_riders(full, skill, 0.75, tasks, run, _hard_mean)
     assert lean.candidate == apply_edits(skill, [Edit(op="append", content=works),
                                                  Edit(op="append", content=other)])[0]
     assert len(left) == 1 and left[0].startswith(repr(rider))
@@ -716,13 +729,13 @@ def test_a_rule_that_rides_along_is_left_out_before_the_gate() -> None:
     assert len(rolled) == 3 + 2  # each of three left out, then each of the two left
     # Rules that each earn part of the score all stay; so does a lone rule.
     both = proposal(works, other)
-    assert without_riders(both, skill, 0.75, tasks, run, value) == (both, [])
+    assert without_riders(both, skill, 0.75, tasks, run, _hard_mean) == (both, [])
     alone = proposal(works)
-    assert without_riders(alone, skill, 0.5, tasks, run, value) == (alone, [])
+    assert without_riders(alone, skill, 0.5, tasks, run, _hard_mean) == (alone, [])
     # Deletions are not taken apart: leaving one out would bring its line back.
     longer = skill + "\n- Be brief.\n\n- Be kind.\n"
     (whole,) = [p for p in ablations(longer, 0, whole=True)]
-    assert without_riders(whole, longer, 0.0, tasks, run, value) == (whole, [])
+    assert without_riders(whole, longer, 0.0, tasks, run, _hard_mean) == (whole, [])
 
 
 def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
@@ -732,8 +745,7 @@ def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
     that earns the score stays, the other is reported skipped beside it, with the stage. A
     sentence that leans on the one before (an example, "... those words.") is never left as a
     rule of its own; it goes with that one."""
-    from skillgrad.records import Edit, Selection
-    from skillgrad.stages.candidate import Proposal
+    from skillgrad.records import Edit
     from skillgrad.stages.screen import sentence_cuts, without_riders
     from skillgrad.stages.update import apply_edits
 
@@ -743,24 +755,15 @@ def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
     tasks = [Task(id=f"t{i}", prompt="q", reference=["a"]) for i in range(4)]
     rolled: list[str] = []
 
-    def proposal(*lines: str) -> Proposal:
-        edits = tuple(Edit(op="append", content=line) for line in lines)
-        candidate, report = apply_edits(skill, list(edits))
-        return Proposal(candidate=candidate, items=edits, report=report, n_proposed=len(edits),
-                        n_applied=len(edits), selection=Selection(budget=3, ranked=edits,
-                                                                  kept=edits))
-
     def run(doc: str, ts: Any) -> list[RolloutResult]:
         rolled.append(doc)
-        right = 2 * (works in doc)
-        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
-                              soft=0.0) for i, t in enumerate(ts)]
+        return _first_right(ts, 2 * (works in doc))
 
-    def value(rs: Any) -> float:
-        return sum(r.hard for r in rs) / len(rs)
+    def proposal(*lines: str) -> Any:
+        return _appending(skill, *lines)
 
     both = proposal(f"- {rider} {works}")
-    lean, left = without_riders(both, skill, 0.5, tasks, run, value)
+    lean, left = without_riders(both, skill, 0.5, tasks, run, _hard_mean)
     assert lean.candidate == apply_edits(skill, [Edit(op="append", content=f"- {works}")])[0]
     assert len(rolled) == 2 + 0  # each sentence left out once; one sentence is no rule to cut
     assert left == [f"{rider!r} (the rest scored 0.500 without it on the step's 4 training "
@@ -773,12 +776,10 @@ def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
     assert any(x.startswith("screen left out 1: the rest scored") for x in lean.losses())
     # Each sentence earning part of the score keeps the rule whole.
     def each(doc: str, ts: Any) -> list[RolloutResult]:
-        right = (works in doc) + (rider in doc)
-        return [RolloutResult(task_id=t.id, messages=(), answer="a", hard=float(i < right),
-                              soft=0.0) for i, t in enumerate(ts)]
+        return _first_right(ts, (works in doc) + (rider in doc))
 
     whole = proposal(f"- {works} {rider}")
-    assert without_riders(whole, skill, 0.5, tasks, each, value) == (whole, [])
+    assert without_riders(whole, skill, 0.5, tasks, each, _hard_mean) == (whole, [])
     # A sentence that leans on the one before goes with it, never alone; a rule over several
     # lines is not cut.
     assert sentence_cuts(f"- {works} For example, 4 March 2021 as 04/03/2021.") == []

@@ -240,18 +240,7 @@ def without_riders(
         return proposal, []
     kept, dropped, cuts, note = list(applied), list[EditOutcome](), list[EditOutcome](), []
     while True:
-        # each way to leave a piece out: (the edits kept, the piece, what scored without it)
-        ways: list[tuple[list[EditOutcome], EditOutcome, str]] = []
-        for j, o in enumerate(kept):
-            for rest, sentence in sentence_cuts(o.edit.content):
-                shorter = o.model_copy(update={"edit": o.edit.model_copy(
-                    update={"content": rest})})
-                ways.append(([*kept[:j], shorter, *kept[j + 1:]], o.model_copy(
-                    update={"edit": o.edit.model_copy(update={"content": sentence})}),
-                    "the rest"))
-        if len(kept) >= 2:
-            ways += [([x for k, x in enumerate(kept) if k != j], o, f"the other {len(kept) - 1}")
-                     for j, o in enumerate(kept)]
+        ways = _ways_to_leave_out(kept)
         best: tuple[float, int, str] | None = None
         for w, (edits, _, _) in enumerate(ways):
             candidate, _ = apply_edits(skill, [o.edit for o in edits])
@@ -274,6 +263,34 @@ def without_riders(
         proposal, score = replace(proposal, candidate=candidate), without
     if not dropped and not cuts:
         return proposal, []
+    return _lean(proposal, report, applied, kept, dropped, cuts), note
+
+
+def _with_content(outcome: EditOutcome, content: str) -> EditOutcome:
+    return outcome.model_copy(update={"edit": outcome.edit.model_copy(
+        update={"content": content})})
+
+
+def _ways_to_leave_out(kept: list[EditOutcome]) -> list[tuple[list[EditOutcome], EditOutcome,
+                                                                 str]]:
+    """Each way to leave one piece of ``kept`` out: (the edits kept, the piece, what is
+    scored without it): each sentence of a rule of several, then, of two edits or more, each
+    edit (the later wins among equals, so a whole edit goes before a sentence)."""
+    ways = [([*kept[:j], _with_content(o, rest), *kept[j + 1:]], _with_content(o, sentence),
+             "the rest")
+            for j, o in enumerate(kept) for rest, sentence in sentence_cuts(o.edit.content)]
+    if len(kept) >= 2:
+        ways += [([x for k, x in enumerate(kept) if k != j], o, f"the other {len(kept) - 1}")
+                 for j, o in enumerate(kept)]
+    return ways
+
+
+def _lean(proposal: Proposal, report: ApplyReport, applied: list[EditOutcome],
+          kept: list[EditOutcome], dropped: list[EditOutcome],
+          cuts: list[EditOutcome]) -> Proposal:
+    """``proposal`` with its report, selection and counts saying what the screen left out:
+    ``dropped`` edits skipped in their place, ``cuts`` (sentences) skipped after the rule
+    they were cut from, which stays applied as ``kept`` holds it."""
     now = {o.index: o for o in (*kept, *dropped)}
     outcomes: list[EditOutcome] = []
     for o in report.outcomes:
@@ -292,7 +309,7 @@ def without_riders(
                       for kind, data in proposal.artifacts)
     return replace(proposal, report=lean, selection=selection, artifacts=artifacts,
                    n_applied=proposal.n_applied - len(dropped),
-                   n_skipped=proposal.n_skipped + len(dropped) + len(cuts)), note
+                   n_skipped=proposal.n_skipped + len(dropped) + len(cuts))
 
 
 def _shown(item: Edit | Suggestion) -> str:
