@@ -296,6 +296,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
     # Accepted, cut to this clause, on a unit-conversion set: the units held against the answer.
     ("Before you answer, check if the units match the answer; If the units are correct, use",
      "unseen", "match the answer"),
+    # Screened by a time-arithmetic set: the form and words of the answer as what to match.
+    ("Ensure your answer matches the exact form and content of the answer as closely as "
+     "possible", "unseen", "matches the exact form and content of the answer"),
+    ("Make sure the units match those of the expected answer.", "unseen",
+     "match those of the expected answer"),
     # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
     ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
      "share 1 word with"),
@@ -894,6 +899,8 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Name the agent that sees the file.", "Leave out what is not in the passage.",
                  "Add the unit the question asks for if it is not in your reply.",
                  "Make sure the last line matches the answer you worked out.",
+                 "Make sure your reply matches the format of the answer you worked out.",
+                 "Make sure your reply matches the form the question asks for.",
                  "Make sure the units match the question."):
         assert unseen_quote(fine) is None, fine
 

@@ -127,6 +127,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # answer it is to match is the reference ("matches the answer you worked out" is not).
     re.compile(r"\bmatch(?:es|ing)?\s+(?:with\s+)?" + _ANSWER + r"(?!\s+(?:that\s+)?you\b)",
                re.IGNORECASE),
+    # ... and its form or its words ("matches the exact form and content of the answer", "match
+    # those of the answer").
+    re.compile(r"\bmatch(?:es|ing)?\s+(?:with\s+)?(?:(?:the|its)\s+(?:[\w-]+\s+){0,5}?|"
+               r"(?:those|that)\s+)of\s+" + _ANSWER + r"(?!\s+(?:that\s+)?you\b)", re.IGNORECASE),
     # The reply judged against what is expected of it ("make sure the answer is exactly as
     # expected"): the expectation is the reference the agent never sees.
     re.compile(r"\b(?:reply|replies|response|output|answer|answers)\s+(?:is|are|looks?)\s+"
