@@ -932,6 +932,30 @@ def test_one_name_of_one_task_set_in_quotes_is_that_tasks() -> None:
         assert find_quote(fine, ev) is None, fine
 
 
+def test_a_word_one_request_sets_in_quotes_is_that_tasks() -> None:
+    """A letter-counting set's analyst wrote "- Reply with the correct number of letters in the
+    word 'grammar'.", the word one of the step's six questions sets in quotes: what that task is
+    about, though written in small letters. A letter every question names is no task's."""
+    asked = {"g": "How many letters does the word 'grammar' have?",
+             "k": "How many vowels (a, e, i, o, u) are in the word 'kangaroo'?",
+             "v": "How many times does the letter 'u' appear in the word 'vacuum'?",
+             "b": "How many times does the letter 'e' appear in the word 'beginning'?",
+             "s": "How many vowels (a, e, i, o, u) are in the word 'sheep'?",
+             "c": "How many letters does the word 'coffee' have?"}
+    ev = Evidence.of([_result(i, "", question, "2") for i, question in asked.items()],
+                     {i: Task(id=i, prompt="", reference=["3"]) for i in asked})
+    quote = find_quote("- Reply with the correct number of letters in the word 'grammar'.", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+        "names", "grammar", "g")
+    quote = find_quote("- Reply with the number of vowels in the word 'kangaroo', including "
+                       "'u'.", ev)
+    assert quote is not None and (quote.kind, quote.task_id) == ("names", "k")
+    for fine in ("- Count the letter 'e' as a vowel.",  # named in every vowel question
+                 "- Spell the word out one letter per line, then count.",
+                 "- End with 'Answer: <your answer>'."):
+        assert find_quote(fine, ev) is None, fine
+
+
 def test_three_words_only_one_task_s_input_holds_are_that_task_s() -> None:
     """A doc_qa analyst wrote "... the location the customer went to while researching
     wheatgrass juicers ...": shorter than an instance run, but two of its words are in one

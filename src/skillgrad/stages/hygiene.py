@@ -326,6 +326,9 @@ class Evidence:
     # The word counts the failure analysis shows beside the replies ("contains an expected
     # answer plus 4 more words", "shares 2 words with ..."), as digits.
     counted: frozenset[str] = frozenset()
+    # The words each task's requests set in quotes (:func:`_quoted_names`), which its names
+    # hold too.
+    quoted: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -344,6 +347,7 @@ class Evidence:
         answers: dict[str, tuple[str, ...]] = {}
         replies: dict[str, tuple[str, ...]] = {}
         names: dict[str, frozenset[str]] = {}
+        quoted: dict[str, frozenset[str]] = {}
         groups: dict[str, str] = {}
         questions: dict[str, frozenset[str]] = {}
         shapes: dict[str, frozenset[str]] = {}
@@ -359,7 +363,8 @@ class Evidence:
         for r in results:
             shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
-            names[r.task_id] = frozenset(_names(shown))
+            quoted[r.task_id] = _quoted_names(m.text() for m in r.messages if m.role == "user")
+            names[r.task_id] = frozenset(_names(shown)) | quoted[r.task_id]
             questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
@@ -392,7 +397,7 @@ class Evidence:
                    tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
                    questions, shapes, forms, form_texts, read, alone, introduced,
-                   frozenset(counted))
+                   frozenset(counted), quoted)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -487,6 +492,13 @@ def _names(text: str) -> set[str]:
     starts = {m.start(1) for m in _STARTS.finditer(text)}
     return {words(m.group())[0] for m in _NAME.finditer(text)
             if m.start() not in starts and words(m.group())}
+
+
+def _quoted_names(requests: Iterable[str]) -> frozenset[str]:
+    """The words a task's requests set in quotes, a word or two at a time ("the letter 'e' in
+    the word 'beginning'"): what the task is about, named as a name is, whatever its case."""
+    return frozenset(w for text in requests for v in _quoted_values(text) if len(v) <= 2
+                     for w in v)
 
 
 def _strings(reference: Any) -> list[str]:
@@ -1096,9 +1108,13 @@ def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence)
         return None
     values = _quoted_values(text)
     outside = set(words(_QUOTED.sub(" ", _unapostrophed(text))))
+    # A word some request sets in quotes is held by a group wherever its inputs hold it, in
+    # quotes or not: the letter 'e' that one question quotes, every vowel question lists.
+    in_quotes = set().union(*evidence.quoted.values())
     by_group: dict[str, set[str]] = {}
     for task_id, found in evidence.names.items():
-        by_group.setdefault(evidence.groups.get(task_id, f"task:{task_id}"), set()).update(found)
+        by_group.setdefault(evidence.groups.get(task_id, f"task:{task_id}"), set()).update(
+            found, in_quotes.intersection(evidence.inputs.get(task_id, ())))
     held = _task_counts(by_group.values())
     common = max(2.0, SCAFFOLD_SHARE * len(by_group))  # held by this many groups: scaffolding
     mine_set, own_set = set(mine), set(own)
