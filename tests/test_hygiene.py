@@ -1236,6 +1236,11 @@ def test_a_word_count_the_analysis_shows_is_no_rule() -> None:
                       "reply short in every case.", ev).clean is None
     assert clean_text("- Make sure that your reply only contains 5 words. Instead, reply with "
                       "the answer alone.", ev).clean == "- Reply with the answer alone."
+    # ... but not one that points back after it: a letter-counting analyst's "The agent should
+    # not mention all the vowels in the word. Instead, it should use 'a', 'e', 'i', 'o', 'u'."
+    # used to leave "- It should use 'a', 'e', 'i', 'o', 'u'." as a rule.
+    assert clean_text("- Make sure that your reply only contains 5 words. Instead, it should "
+                      "say the answer alone.", ev).clean is None
     for fine in ("- Reply in at most 5 words.", "- Keep the reply to 6 words or fewer.",
                  "- Reply in 4 words.", "- Reply with the answer only."):
         assert find_quote(fine, ev) is None, fine

@@ -794,6 +794,7 @@ def test_a_sentence_that_rides_along_is_cut_from_its_rule() -> None:
     assert sentence_cuts(f"- {rider} Instead, reply in the format the task asks for.") == [
         ("- Reply in the format the task asks for.", rider),
         (f"- {rider}", "Instead, reply in the format the task asks for.")]
+    assert sentence_cuts(f"- {works} Instead, this keeps every field of the date.") == []
     assert sentence_cuts(f"{rider} {works} For example, 04/03/2021.") == [
         (f"{works} For example, 04/03/2021.", rider), (rider, f"{works} For example, 04/03/2021.")]
 

@@ -1332,7 +1332,8 @@ def _drop_scorer_words(text: str, evidence: Evidence,
 # points back to a thing the sentence before named ("Reply with only those words."; not one
 # its own sentence goes on to say: "those that ...", "leave them out", "such as"). It goes
 # with the sentence it leans on, and is never a rule alone. A sentence that only begins with
-# a word of sequence ("Instead, reply with ...") stands alone without it (:data:`LEAD`).
+# a word of sequence ("Instead, reply with ...") stands alone without it (:data:`LEAD`); one
+# that points back after it ("Instead, it should ...") does not (:func:`leans_back`).
 LEANS_BACK = re.compile(
     r"^[\"'`‘“(\[]"
     r"|^\W*(?:for\s+(?:example|instance)|e\.g\.|i\.e\.|otherwise|else|this|that|these|those|"
@@ -1340,6 +1341,12 @@ LEANS_BACK = re.compile(
     r"if\s+(?:not|so))\b"
     r"|\b(?:those|these)\s+[a-z]+\b(?!\s+(?:that|which|who|whose|where|of|in|from|with|you|"
     r"the)\b)", re.I)
+
+
+def leans_back(sentence: str) -> bool:
+    """Whether ``sentence`` leans on the one before it (:data:`LEANS_BACK`), also after a word
+    of sequence it begins with ("Instead, it should use ...")."""
+    return bool(LEANS_BACK.search(sentence) or LEANS_BACK.search(LEAD.sub("", sentence)))
 
 
 def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cleaned:
@@ -1352,7 +1359,7 @@ def _by_sentence(text: str, whole: Quote, evidence: Evidence, skill: str) -> Cle
     dropped: Quote | None = None  # the reason the sentence before was removed
     for sentence in sentences:
         quote = find_quote(sentence, evidence, skill)
-        if quote is None and dropped is not None and LEANS_BACK.search(sentence):
+        if quote is None and dropped is not None and leans_back(sentence):
             quote = dropped  # "Reply with only those words." after the one that said which
         fixed = _repaired(sentence, quote, evidence, skill) if quote is not None else None
         dropped = None

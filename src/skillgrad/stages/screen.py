@@ -25,7 +25,7 @@ from skillgrad.records import (
 )
 from skillgrad.skill import LIST_ITEM, body_without_blocks, instructions, skill_hash
 from skillgrad.stages.candidate import LEFT_OUT_AT_SCREEN, Proposal
-from skillgrad.stages.hygiene import LEAD, LEANS_BACK, SENTENCE_END
+from skillgrad.stages.hygiene import LEAD, SENTENCE_END, leans_back
 from skillgrad.stages.update import apply_edits
 
 
@@ -186,7 +186,7 @@ _ADDING = frozenset({"append", "insert_after"})
 def sentence_cuts(content: str) -> list[tuple[str, str]]:
     """The ways to leave one sentence of a one-line rule out: each (the rule without it, the
     sentence left out), in the rule's order. A sentence that leans on the one before
-    (:data:`~skillgrad.stages.hygiene.LEANS_BACK`: an example, "Otherwise ...", "... those
+    (:func:`~skillgrad.stages.hygiene.leans_back`: an example, "Otherwise ...", "... those
     words.") is part of it, and a rule of one such part, or written over several lines, has
     none. A rule left beginning with a word of sequence ("Instead, reply ...") loses it."""
     marker = LIST_ITEM.match(content)
@@ -196,7 +196,7 @@ def sentence_cuts(content: str) -> list[tuple[str, str]]:
         return []
     parts: list[list[str]] = []
     for sentence in SENTENCE_END.split(body):
-        if parts and LEANS_BACK.search(sentence):
+        if parts and leans_back(sentence):
             parts[-1].append(sentence)
         else:
             parts.append([sentence])
