@@ -1176,6 +1176,13 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
     assert restated_part("Read the question and the context carefully before answering; write "
                          "the unit as its symbol.", skill) is None
     assert restated_part("Read the question carefully; never use the context.", skill) is None
+    # Two lines joined by "and" in one clause, seen on a letter-counting set: most of each.
+    said = restated_part("- Before you answer, read the question and the context carefully and "
+                         "end your reply with 'Answer: <your answer>'. Use the context when one "
+                         "is given; otherwise rely on what you know.", skill)
+    assert said is not None and said.count("; ") == 3  # the three lines, one with its own ";"
+    # A few of two lines' words in one clause are no restatement of either.
+    assert restated_part("Read the reply and end the context.", skill) is None
 
 
 def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() -> None:
@@ -1495,6 +1502,20 @@ def test_a_value_the_agent_answered_one_task_with_is_that_tasks() -> None:
         assert find_quote(fine, ev) is None, fine
     shared = Evidence.of([result(f"s{i}", "12:00") for i in range(4)])
     assert find_quote("- If it ends at noon, reply 12:00.", shared) is None
+    assert find_quote("- Reply with 'Answer: 12:00'.", shared) is None  # every task's
+    # A short one in an answer line: a letter-counting analyst wrote "Reply with 'Answer: 2'
+    # before you answer", the count of two of its six questions.
+    counts = {"c1": ("8", "8"), "c2": ("3", "3"), "c3": ("7", "9"), "c4": ("3", "2"),
+              "c5": ("5", "2"), "c6": ("2", "1")}
+    ev = Evidence.of([result(i, reply) for i, (reply, _) in counts.items()],
+                     {i: Task(id=i, prompt="", reference=[gold]) for i, (_, gold) in counts.items()})
+    quote = find_quote("- Reply with 'Answer: 2' before you answer", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == ("answer", "2", "c4")
+    quote = find_quote("- End with 'Answer: 5'.", ev)
+    assert quote is not None and (quote.kind, quote.task_id) == ("reply", "c5")
+    for fine in ("- End with a line such as 'Answer: 2'.", "- Reply with 'Answer: 4'.",
+                 "- End with 'Answer: <your answer>'.", "- Write 2 digits in each field."):
+        assert find_quote(fine, ev) is None, fine
 
 
 def test_a_training_answer_refused_earlier_is_refused_again_alone() -> None:

@@ -550,7 +550,7 @@ def find_quote(text: str, evidence: Evidence, skill: str = "") -> Quote | None:
             or _narrow_quote(text, mine, own, evidence) or _introduced_quote(text, own, evidence)
             or _value_quote(text, own, evidence)
             or _form_quote(text, skill, evidence) or _count_quote(text, skill, evidence)
-            or _read_quote(mine, own, evidence))
+            or _read_quote(mine, own, evidence) or _answer_line_quote(text, evidence))
 
 
 def _instructions_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
@@ -641,6 +641,29 @@ def _read_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | 
     is refused: "Reply with 'Answer: 19:09:52'" holds that task's reply, not a rule."""
     found = _answer_quote(mine, own, evidence, evidence.read)
     return Quote("reply", found.quoted, found.task_id) if found is not None else None
+
+
+# An answer line set in quotes with a value in it ("Reply with 'Answer: 2'"), not a placeholder.
+_ANSWER_LINE = re.compile(r"^\s*answer\s*:\s*([^<>\s][^<>]*)$", re.I)
+
+
+def _answer_line_quote(text: str, evidence: Evidence) -> Quote | None:
+    """An answer line in quotes that gives, as the value to write, the gold answer of fewer
+    than half the step's tasks, or the answer read from their replies, however short: a
+    letter-counting analyst's "Reply with 'Answer: 2' before you answer" fixes two of its six
+    tasks' count for every task. One given as an example ("e.g. 'Answer: 2'") passes, as do a
+    value no task of the step has and one most of them share."""
+    n_tasks = len(evidence.inputs)
+    for before, quoted in _quotations(text):
+        line = _ANSWER_LINE.match(quoted)
+        if line is None or _EXAMPLE.search(before):
+            continue
+        value = " ".join(words(line.group(1)))
+        for kind, values in (("answer", evidence.answers), ("reply", evidence.read)):
+            held = [i for i, vs in values.items() if value in vs]
+            if value and 0 < len(held) < SCAFFOLD_SHARE * n_tasks:
+                return Quote(kind, value, held[0])
+    return None
 
 
 def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,

@@ -198,7 +198,9 @@ def restated_part(text: str, skill: str) -> str | None:
 def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
     """The parts of ``skill`` that ``sentence`` says again, whole or clause by clause
     (:func:`clauses`; each a part, a few of one part's words, or only words of the skill's
-    lines, and at least one a part); None when it says more."""
+    lines, and at least one a part or most of each line it takes words from); None when it
+    says more. "Read the question and the context carefully and end your reply with 'Answer:
+    <your answer>'." says two of the skill's lines again in one clause."""
     whole = _holding_part(sentence, skill, opposite=False)
     if whole is not None:
         return [whole]
@@ -208,7 +210,10 @@ def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
         said = _clause_said(clause, skill)
         if not said:
             return None
-        holds = holds or _holding_part(clause, skill, opposite=False) is not None
+        mine = _said(clause)
+        holds = (holds or _holding_part(clause, skill, opposite=False) is not None
+                 or all(len(content_words(x) & mine) >= RESTATED * len(content_words(x))
+                        for x in said))
         parts += said
     return parts if holds else None
 
