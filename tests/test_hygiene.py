@@ -950,6 +950,11 @@ def test_a_word_one_request_sets_in_quotes_is_that_tasks() -> None:
     quote = find_quote("- Reply with the number of vowels in the word 'kangaroo', including "
                        "'u'.", ev)
     assert quote is not None and (quote.kind, quote.task_id) == ("names", "k")
+    # ... also where it is quoted inside a quote of the question.
+    quote = find_quote("- Reply with the number of vowels, not of letters, when answering 'How "
+                       "many vowels are in the word 'sheep'?", ev)
+    assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
+        "names", "sheep", "s")
     for fine in ("- Count the letter 'e' as a vowel.",  # named in every vowel question
                  "- Spell the word out one letter per line, then count.",
                  "- End with 'Answer: <your answer>'."):

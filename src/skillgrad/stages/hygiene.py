@@ -1113,10 +1113,18 @@ def _bracketed(text: str) -> list[tuple[str, str]]:
             if len(m.group(1).split()) <= 2]
 
 
+# One word in quotes, also inside a longer quote: "when answering 'How many vowels are in the
+# word 'saddle'?" sets 'saddle' in quotes as the question it copies did.
+_QUOTED_WORD = re.compile(r"(?<!\w)['\"`‘“](\w[\w-]*)['\"`’”](?!\w)")
+
+
 def _quoted_values(text: str) -> tuple[tuple[str, ...], ...]:
     """What a text sets in quotes ("starts with 'rotterdam'"), each value as :func:`words` has
-    it."""
-    return tuple(v for v in (tuple(words(quoted)) for _, quoted in _quotations(text)) if v)
+    it, and each word in quotes of its own inside a longer quote."""
+    spaced = _unapostrophed(text)
+    found = [tuple(words(quoted)) for _, quoted in _quotations(text)]
+    found += [tuple(words(m.group(1))) for m in _QUOTED_WORD.finditer(spaced)]
+    return tuple(dict.fromkeys(v for v in found if v))
 
 
 def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
