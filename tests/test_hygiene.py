@@ -951,8 +951,8 @@ def test_a_word_one_request_sets_in_quotes_is_that_tasks() -> None:
                        "'u'.", ev)
     assert quote is not None and (quote.kind, quote.task_id) == ("names", "k")
     # ... also where it is quoted inside a quote of the question.
-    quote = find_quote("- Reply with the number of vowels, not of letters, when answering 'How "
-                       "many vowels are in the word 'sheep'?", ev)
+    quote = find_quote("- Reply with the number of vowels, not of letters, when answering 'Is "
+                       "it 'sheep'?", ev)
     assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == (
         "names", "sheep", "s")
     for fine in ("- Count the letter 'e' as a vowel.",  # named in every vowel question
