@@ -1188,6 +1188,12 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
     assert said is not None and said.count("; ") == 3  # the three lines, one with its own ";"
     # A few of two lines' words in one clause are no restatement of either.
     assert restated_part("Read the reply and end the context.", skill) is None
+    # A run of one line's words says nothing it does not, however few: a letter-counting
+    # analyst's "- Answer: <your answer>" went to the gate. Not without the line's negation.
+    assert restated_part("- Answer: <your answer>", skill) == (
+        "End your reply with a line of the form `Answer: <your answer>`.")
+    assert restated_part("- Never use the context.", skill) is None
+    assert restated_part("- Answer the question.", skill) is None
 
 
 def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() -> None:

@@ -183,7 +183,7 @@ def restated_part(text: str, skill: str) -> str | None:
     by "; "): an analyst wrote the skill's three lines back as one rule. So does a sentence
     whose clauses, split at ";", each say a part again, or are a few of one part's words
     ("otherwise rely on what you know"): two of the skill's lines joined into one."""
-    whole = _holding_part(text, skill, opposite=False)
+    whole = _holding_part(text, skill, opposite=False) or _run_of_part(text, skill)
     if whole is not None:
         return whole
     parts: list[str] = []
@@ -193,6 +193,20 @@ def restated_part(text: str, skill: str) -> str | None:
             return None
         parts += said
     return "; ".join(dict.fromkeys(parts)) if parts else None
+
+
+def _run_of_part(text: str, skill: str) -> str | None:
+    """The part of ``skill`` that holds all of ``text``'s words (two or more), in its order, as
+    one run, with the part's negation or without as the part is: too few content words to
+    restate a part by :func:`_holding_part`, but nothing the part does not say ("- Answer:
+    <your answer>", the form of the skill's answer line)."""
+    mine = words(_OPENER.sub("", LIST_ITEM.sub("", text.strip())))
+    if len(mine) < 2:
+        return None
+    run = f" {' '.join(mine)} "
+    return next((part for part in skill_parts(skill)
+                 if run in f" {' '.join(words(part))} " and _negated(part) == _negated(text)),
+                None)
 
 
 def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
