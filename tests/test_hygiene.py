@@ -301,6 +301,9 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "possible", "unseen", "matches the exact form and content of the answer"),
     ("Make sure the units match those of the expected answer.", "unseen",
      "match those of the expected answer"),
+    # Screened on a letter-counting set: the answer as the source of the reply.
+    ("Reply with the exact number of vowels as stated in the answer.", "unseen",
+     "stated in the answer"),
     # Accepted once on a time-arithmetic set: the relation words of the failure analysis.
     ("Reply in HH:MM:SS and the reply should share 1 word with the answer.", "analysis",
      "share 1 word with"),
@@ -901,6 +904,8 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Make sure the last line matches the answer you worked out.",
                  "Make sure your reply matches the format of the answer you worked out.",
                  "Make sure your reply matches the form the question asks for.",
+                 "Keep the unit given in the answer you worked out.",
+                 "Use the numbers given in the question.",
                  "Make sure the units match the question."):
         assert unseen_quote(fine) is None, fine
 

@@ -131,6 +131,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # those of the answer").
     re.compile(r"\bmatch(?:es|ing)?\s+(?:with\s+)?(?:(?:the|its)\s+(?:[\w-]+\s+){0,5}?|"
                r"(?:those|that)\s+)of\s+" + _ANSWER + r"(?!\s+(?:that\s+)?you\b)", re.IGNORECASE),
+    # What the answer says, as the source of the reply ("the exact number of vowels as stated
+    # in the answer"): the answer it is to be read from is the reference.
+    re.compile(r"\b(?:stated|given|shown|written|listed|found|mentioned)\s+in\s+" + _ANSWER
+               + r"(?!\s+(?:that\s+)?you\b)", re.IGNORECASE),
     # The reply judged against what is expected of it ("make sure the answer is exactly as
     # expected"): the expectation is the reference the agent never sees.
     re.compile(r"\b(?:reply|replies|response|output|answer|answers)\s+(?:is|are|looks?)\s+"
