@@ -7,10 +7,13 @@ days after one; the format asked for is one of ``YYYY-MM-DD``, ``DD/MM/YYYY`` an
 ends), in ``HH:MM`` or ``HH:MM:SS``, over a handful of everyday settings. ``units``: a quantity converted to
 another unit (km to metres, kg to grams, hours to minutes, ...), answered with the number and
 its unit symbol ("2500 g") or with the number alone. In each the format is chosen per question,
-so no one fixed format is right for every question. Generation is seeded,
-so the same command writes the same file.
+so no one fixed format is right for every question. ``letters`` is of another kind: how many
+times a letter appears in a word, how many letters a word has, or how many vowels, each word
+asked about once; the answer is a number, and what helps is a way of working (spelling the
+word out before counting), not a format. Its replies may run to 200 tokens, room for such
+working. Generation is seeded, so the same command writes the same file.
 
-    python bench/format_tasks.py OUT_DIR [--kind dates|times|units] [--n 120] [--seed 0]
+    python bench/format_tasks.py OUT_DIR [--kind dates|times|units|letters] [--n 120] [--seed 0]
 
 OUT_DIR gets ``data.jsonl`` and a ``config.yaml``: the ``qa`` environment with its own initial
 skill, and the quickstart's training settings (four steps of six questions, sized for 2 cores).
@@ -49,7 +52,7 @@ CONFIG = """\
 env:
   name: qa
   data_path: data.jsonl
-  max_tokens: 48
+  max_tokens: {max_tokens}
 train:
   num_epochs: 1
   batch_size: 6
@@ -142,11 +145,56 @@ def unit_task(rng: random.Random, n: int) -> dict[str, str]:
             "answer": f"{shown} {to}" if with_symbol else shown}
 
 
-KINDS: dict[str, Callable[[random.Random, int], dict[str, str]]] = {
-    "dates": date_task,
-    "times": time_task,
-    "units": unit_task,
+# Words to count letters in, each asked about once: doubled letters and runs of vowels, where
+# counting at a glance goes wrong.
+LETTER_WORDS = """strawberry banana committee mississippi bookkeeper balloon coffee address
+assessment cucumber engineer necessary occasion parallel possession tomorrow umbrella vacuum
+volleyball accommodate beginning butterfly chocolate dictionary elephant grammar hippopotamus
+internet millennium pepperoni raccoon satellite succession tennessee referee sheep kangaroo
+caterpillar broccoli spaghetti giraffe independent embarrass definitely recommend appearance
+bulletin cinnamon exaggerate harass apparatus barrel cabbage daffodil eggplant flamingo gorilla
+hammock illusion jellyfish kettle lollipop mammoth noodle opossum puppet quarrel rabbit
+scissors tattoo tunnel waffle yellow zucchini assassin bubble coconut dilemma efficient fossil
+gallop horrible irritate juggle kitten letter mattress nutmeg oppose pillow pineapple
+questionnaire running saddle terrible unnecessary village winner attitude carrot dessert follow
+glossary happiness innocent jogging buffalo colossal cheese marshmallow occurrence parrot
+sorrow summer swimming teeth toffee typhoon wheelbarrow zeppelin cappuccino""".split()
+
+
+def letter_tasks(rng: random.Random, count: int) -> list[dict[str, str]]:
+    if count > len(LETTER_WORDS):
+        raise SystemExit(f"--kind letters: at most {len(LETTER_WORDS)} tasks (one a word)")
+    tasks = []
+    for n, word in enumerate(rng.sample(LETTER_WORDS, count)):
+        asked = n % 3
+        if asked == 0:
+            letter = rng.choice(sorted(set(word)))
+            question = f"How many times does the letter '{letter}' appear in the word '{word}'?"
+            answer = word.count(letter)
+        elif asked == 1:
+            question = f"How many letters does the word '{word}' have?"
+            answer = len(word)
+        else:
+            question = f"How many vowels (a, e, i, o, u) are in the word '{word}'?"
+            answer = sum(c in "aeiou" for c in word)
+        tasks.append({"id": f"letters-{n:03d}", "question": f"{question} Reply with the number.",
+                      "answer": str(answer)})
+    return tasks
+
+
+def _each(task: Callable[[random.Random, int], dict[str, str]]
+          ) -> Callable[[random.Random, int], list[dict[str, str]]]:
+    return lambda rng, count: [task(rng, n) for n in range(count)]
+
+
+KINDS: dict[str, Callable[[random.Random, int], list[dict[str, str]]]] = {
+    "dates": _each(date_task),
+    "times": _each(time_task),
+    "units": _each(unit_task),
+    "letters": letter_tasks,
 }
+# The reply's token budget: a number or a date needs few; counting may show its working.
+MAX_TOKENS = {"letters": 200}
 
 
 def main() -> None:
@@ -159,9 +207,9 @@ def main() -> None:
     rng = random.Random(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "data.jsonl").open("w") as f:
-        for n in range(args.n):
-            f.write(json.dumps(KINDS[args.kind](rng, n)) + "\n")
-    (args.out / "config.yaml").write_text(CONFIG)
+        for task in KINDS[args.kind](rng, args.n):
+            f.write(json.dumps(task) + "\n")
+    (args.out / "config.yaml").write_text(CONFIG.format(max_tokens=MAX_TOKENS.get(args.kind, 48)))
     print(f"{args.n} tasks in {args.out / 'data.jsonl'}; config: {args.out / 'config.yaml'}")
 
 
