@@ -1319,6 +1319,14 @@ def test_a_rule_that_says_the_skill_again_beside_a_clause_of_its_own_is_cut_to_i
     assert own_clauses("- Read the question and the context carefully. Also, write every time "
                        "with two digits per field.", QA_SKILL)[0] == (
         "- Write every time with two digits per field.")
+    # ... but one that leans on the sentence cut keeps it: a letter-counting run screened
+    # "- It should use what it knows to answer ...", left of "... use the context when one is
+    # given. Then, it should use what it knows to answer the question, and end its reply ...".
+    for rule in ("- Read the question and the context carefully before answering and use the "
+                 "context when one is given. Then, it should use what it knows to answer the "
+                 "question.", "- Read the question and the context carefully. It helps to "
+                 "spell each word out letter by letter."):
+        assert own_clauses(rule, QA_SKILL) is None, rule
     # Nothing to cut: a rule all its own, one that is all the skill again (left out whole
     # elsewhere), one whose own part is under three words.
     for rule in ("- Write every time with two digits per field; give seconds when asked.",
@@ -1529,6 +1537,8 @@ def test_a_value_the_agent_answered_one_task_with_is_that_tasks() -> None:
     assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == ("answer", "2", "c4")
     quote = find_quote("- End with 'Answer: 5'.", ev)
     assert quote is not None and (quote.kind, quote.task_id) == ("reply", "c5")
+    quote = find_quote("- Answer: 2", ev)  # the line alone
+    assert quote is not None and (quote.kind, quote.task_id) == ("answer", "c4")
     for fine in ("- End with a line such as 'Answer: 2'.", "- Reply with 'Answer: 4'.",
                  "- End with 'Answer: <your answer>'.", "- Write 2 digits in each field."):
         assert find_quote(fine, ev) is None, fine

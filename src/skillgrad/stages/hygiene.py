@@ -656,9 +656,10 @@ def _answer_line_quote(text: str, evidence: Evidence) -> Quote | None:
     than half the step's tasks, or the answer read from their replies, however short: a
     letter-counting analyst's "Reply with 'Answer: 2' before you answer" fixes two of its six
     tasks' count for every task. One given as an example ("e.g. 'Answer: 2'") passes, as do a
-    value no task of the step has and one most of them share."""
+    value no task of the step has and one most of them share. So does a rule that is only such
+    a line ("- Answer: 4")."""
     n_tasks = len(evidence.inputs)
-    for before, quoted in _quotations(text):
+    for before, quoted in [*_quotations(text), ("", LIST_ITEM.sub("", text.strip()))]:
         line = _ANSWER_LINE.match(quoted)
         if line is None or _EXAMPLE.search(before):
             continue

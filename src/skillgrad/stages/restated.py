@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from skillgrad.records import Edit, Suggestion
 from skillgrad.skill import LIST_ITEM, instructions
-from skillgrad.stages.hygiene import LEAD, SENTENCE_END
+from skillgrad.stages.hygiene import LEAD, SENTENCE_END, leans_back
 from skillgrad.stages.render import one_line
 from skillgrad.words import content_words, words
 
@@ -298,27 +298,39 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
     analyst wrote the skill's three lines back as one rule with a clause of its own among them
     ("read the question and the context carefully and use the context when one is given;
     otherwise rely on what you know; use the unit symbol in your reply; end your reply with a
-    line of the form ..."), which the gate accepted: a rule that is mostly the skill again."""
+    line of the form ..."), which the gate accepted: a rule that is mostly the skill again.
+    A sentence kept that leans on the one before (:func:`~skillgrad.stages.hygiene.leans_back`:
+    "Then, it should use what it knows ...") keeps that one whole: it is no rule alone."""
     marker = LIST_ITEM.match(text)
     head, body = (marker.group(0).lstrip(), text[marker.end():]) if marker else ("", text)
-    kept: list[str] = []
-    said: list[str] = []
-    for sentence in (x.strip() for x in SENTENCE_END.split(body.strip()) if x.strip()):
-        mine = ""
-        # Only at ";": steps joined by commas ("Search first, then read the section the search
-        # points to, then answer.") may add their order to the lines they say again.
-        parts: list[str] = []
-        for sep, clause in clauses(sentence, commas=False):
-            parts = _clause_said(clause, skill)
-            said += parts
-            if not parts:
-                mine += (sep if mine else "") + clause
-        if mine:  # ``parts``: the last clause's, which ends the sentence where it was cut
-            kept.append(mine.rstrip(",;: ") + "." if parts else mine)
+    sentences = [x.strip() for x in SENTENCE_END.split(body.strip()) if x.strip()]
+    cuts = [_own_part(sentence, skill) for sentence in sentences]
+    for k in range(1, len(sentences)):
+        if cuts[k][0] and cuts[k - 1][0] != sentences[k - 1] and leans_back(sentences[k]):
+            cuts[k - 1] = (sentences[k - 1], [])
+    kept = [mine for mine, _ in cuts if mine]
+    said = [part for _, parts in cuts for part in parts]
     rest = LEAD.sub("", " ".join(kept))
     if not said or not kept or len(content_words(rest)) < RESTATED_MIN_WORDS:
         return None
     return head + rest[:1].upper() + rest[1:], "; ".join(dict.fromkeys(said))
+
+
+def _own_part(sentence: str, skill: str) -> tuple[str, list[str]]:
+    """What of ``sentence`` says something ``skill`` does not ("" for nothing), and the skill's
+    lines the rest says again."""
+    mine = ""
+    said: list[str] = []
+    # Only at ";": steps joined by commas ("Search first, then read the section the search
+    # points to, then answer.") may add their order to the lines they say again.
+    parts: list[str] = []
+    for sep, clause in clauses(sentence, commas=False):
+        parts = _clause_said(clause, skill)
+        said += parts
+        if not parts:
+            mine += (sep if mine else "") + clause
+    # ``parts``: the last clause's, which ends the sentence where it was cut.
+    return (mine.rstrip(",;: ") + "." if mine and parts else mine), said
 
 
 # The verb of the line that reports an added rule left out as the opposite of a part of the
