@@ -1325,7 +1325,8 @@ def test_a_rule_that_says_the_skill_again_beside_a_clause_of_its_own_is_cut_to_i
     for rule in ("- Read the question and the context carefully before answering and use the "
                  "context when one is given. Then, it should use what it knows to answer the "
                  "question.", "- Read the question and the context carefully. It helps to "
-                 "spell each word out letter by letter."):
+                 "spell each word out letter by letter.",
+                 "- Use the context when one is given; otherwise rely on what it knows."):
         assert own_clauses(rule, QA_SKILL) is None, rule
     # Nothing to cut: a rule all its own, one that is all the skill again (left out whole
     # elsewhere), one whose own part is under three words.

@@ -318,14 +318,17 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
 
 def _own_part(sentence: str, skill: str) -> tuple[str, list[str]]:
     """What of ``sentence`` says something ``skill`` does not ("" for nothing), and the skill's
-    lines the rest says again."""
+    lines the rest says again. A clause of its own that leans on one cut ("...; otherwise rely
+    on what it knows") keeps the sentence whole."""
     mine = ""
     said: list[str] = []
     # Only at ";": steps joined by commas ("Search first, then read the section the search
     # points to, then answer.") may add their order to the lines they say again.
     parts: list[str] = []
     for sep, clause in clauses(sentence, commas=False):
-        parts = _clause_said(clause, skill)
+        cut, parts = bool(parts), _clause_said(clause, skill)
+        if not parts and cut and leans_back(clause):
+            return sentence, []
         said += parts
         if not parts:
             mine += (sep if mine else "") + clause
