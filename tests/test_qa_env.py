@@ -149,6 +149,8 @@ def test_empty_split_names_split_and_file(tmp_path: Path) -> None:
         ({"question": "q", "answer": "x", "group": ["g"]}, "key 'group' must be"),
         ({"question": "q", "answer": "x", "id": ""}, "key 'id' must be"),
         ({"id": "r0", "question": "q", "answer": "x"}, "line 4: key 'id' 'r0' duplicates"),
+        ({"id": "again", "question": "What is item 0?", "answer": "y"},
+         "line 4: keys 'question' and 'context' repeat those of"),
     ],
 )
 def test_bad_records_name_file_index_and_key(tmp_path: Path, bad: dict, fragment: str) -> None:

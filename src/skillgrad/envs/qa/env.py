@@ -183,9 +183,13 @@ def _got(raw: dict[str, Any], key: str) -> str:
 
 
 def _check_unique_ids(located: Sequence[tuple[str, Task]]) -> None:
-    """Refuse a repeated task id, naming both records (``located``: where each task's record
-    is, and the task)."""
+    """Refuse a repeated task id, or a record that repeats another's question and context under
+    an id of its own, naming both records (``located``: where each task's record is, and the
+    task). A repeat counts twice in the gate's paired test, or puts a training question in the
+    test: a rule that changes the target's guess on three selection questions, each there
+    twice, passed the gate at p = 0.001 and lost on test."""
     seen: dict[str, str] = {}
+    asked: dict[str, str] = {}
     for where, task in located:
         first = seen.get(task.id)
         if first is not None:
@@ -194,6 +198,13 @@ def _check_unique_ids(located: Sequence[tuple[str, Task]]) -> None:
                 "unique 'id'"
             )
         seen[task.id] = where
+        prompt = str(task.prompt)
+        if prompt in asked:
+            raise DataError(
+                f"{where}: keys 'question' and 'context' repeat those of {asked[prompt]}; a "
+                "repeated question counts twice when skills are compared: leave one out"
+            )
+        asked[prompt] = where
 
 
 def to_task(record: QARecord, context_chars: int) -> Task:
