@@ -301,6 +301,8 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
      "possible", "unseen", "matches the exact form and content of the answer"),
     ("Make sure the units match those of the expected answer.", "unseen",
      "match those of the expected answer"),
+    ("Before you answer, make sure that your reply is grammatically correct and follows the "
+     "form of the answer.", "unseen", "follows the form of the answer"),
     # Screened on a letter-counting set: the answer as the source of the reply.
     ("Reply with the exact number of vowels as stated in the answer.", "unseen",
      "stated in the answer"),
@@ -903,6 +905,7 @@ def test_a_rule_about_the_agent_in_the_third_person_is_refused() -> None:
                  "Add the unit the question asks for if it is not in your reply.",
                  "Make sure the last line matches the answer you worked out.",
                  "Make sure your reply matches the format of the answer you worked out.",
+                 "Follow the form of the answer the question asks for.",
                  "Make sure your reply matches the form the question asks for.",
                  "Keep the unit given in the answer you worked out.",
                  "Use the numbers given in the question.",
