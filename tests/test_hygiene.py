@@ -1536,7 +1536,8 @@ def test_a_value_the_agent_answered_one_task_with_is_that_tasks() -> None:
     counts = {"c1": ("8", "8"), "c2": ("3", "3"), "c3": ("7", "9"), "c4": ("3", "2"),
               "c5": ("5", "2"), "c6": ("2", "1")}
     ev = Evidence.of([result(i, reply) for i, (reply, _) in counts.items()],
-                     {i: Task(id=i, prompt="", reference=[gold]) for i, (_, gold) in counts.items()})
+                     {i: Task(id=i, prompt="", reference=[gold])
+                      for i, (_, gold) in counts.items()})
     quote = find_quote("- Reply with 'Answer: 2' before you answer", ev)
     assert quote is not None and (quote.kind, quote.quoted, quote.task_id) == ("answer", "2", "c4")
     quote = find_quote("- End with 'Answer: 5'.", ev)

@@ -129,8 +129,8 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
                re.IGNORECASE),
     # ... and its form or its words ("matches the exact form and content of the answer", "match
     # those of the answer", "follows the form of the answer").
-    re.compile(r"\b(?:match(?:es|ing)?|follow(?:s|ing)?)\s+(?:with\s+)?(?:(?:the|its)\s+(?:[\w-]+\s+){0,5}?|"
-               r"(?:those|that)\s+)of\s+" + _ANSWER
+    re.compile(r"\b(?:match(?:es|ing)?|follow(?:s|ing)?)\s+(?:with\s+)?"
+               r"(?:(?:the|its)\s+(?:[\w-]+\s+){0,5}?|(?:those|that)\s+)of\s+" + _ANSWER
                + r"(?!\s+(?:that\s+)?(?:you|the\s+(?:question|task|request))\b)", re.IGNORECASE),
     # What the answer says, as the source of the reply ("the exact number of vowels as stated
     # in the answer"): the answer it is to be read from is the reference.
