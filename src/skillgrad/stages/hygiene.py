@@ -665,7 +665,9 @@ def _answer_line_quote(text: str, evidence: Evidence) -> Quote | None:
         if line is None or _EXAMPLE.search(before):
             continue
         value = " ".join(words(line.group(1)))
-        for kind, values in (("answer", evidence.answers), ("reply", evidence.read)):
+        sources: tuple[tuple[Kind, Mapping[str, tuple[str, ...]]], ...] = (
+            ("answer", evidence.answers), ("reply", evidence.read))
+        for kind, values in sources:
             held = [i for i, vs in values.items() if value in vs]
             if value and 0 < len(held) < SCAFFOLD_SHARE * n_tasks:
                 return Quote(kind, value, held[0])
