@@ -375,7 +375,7 @@ def test_no_endpoint_names_the_keys_and_variables(
 
 def test_check_shows_origins_masks_credentials_and_exits_2_on_error(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "q?", "answer": "a"}) + "\n"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"q{i}?", "answer": "a"}) + "\n"
                             for i in range(10)))
     config = tmp_path / "c.yaml"
     config.write_text("train:\n  batch_size: 3\nmodel:\n  target:\n    backend: openai_compatible"
