@@ -1202,6 +1202,27 @@ def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> N
         "End your reply with a line of the form `Answer: <your answer>`.")
     assert restated_part("- Never use the context.", skill) is None
     assert restated_part("- Answer the question.", skill) is None
+    # The same words in another person or number: a letter-counting analyst's "what it knows"
+    # is the skill's "what you know", and "replies" its "reply".
+    assert restated_part("- Use the context when one is given; otherwise rely on what it "
+                         "knows.", skill) == (
+        "Use the context when one is given; otherwise rely on what you know.")
+    assert restated_part("- End your replies with lines of the form 'Answer: <your answer>'.",
+                         skill) == (
+        "End your reply with a line of the form `Answer: <your answer>`.")
+    assert restated_part("- Use the context when one is given; otherwise rely on what it "
+                         "knows of metric units.", skill) is None  # says more
+
+
+def test_a_stem_drops_a_plurals_or_a_third_persons_s_only() -> None:
+    from skillgrad.words import stem, stems
+
+    assert [stem(w) for w in ("knows", "answers", "replies", "lines", "uses")] == [
+        "know", "answer", "reply", "line", "use"]
+    # Short words and endings that are no plural's are kept.
+    assert [stem(w) for w in ("yes", "has", "class", "focus", "analysis", "know")] == [
+        "yes", "has", "class", "focus", "analysis", "know"]
+    assert stems("The agent knows the answers.") == {"agent", "know", "answer"}
 
 
 def test_a_number_with_the_word_after_it_as_one_task_has_them_is_that_tasks() -> None:

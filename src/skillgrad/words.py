@@ -35,3 +35,18 @@ def words(text: str) -> list[str]:
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that carry its content (function words left out)."""
     return {w for w in words(text) if w not in FUNCTION_WORDS}
+
+
+def stem(word: str) -> str:
+    """``word`` without the "s" of a plural or of a verb's third person, for matching texts
+    that say the same thing in another person or number: "knows" reads as "know", "answers"
+    as "answer", "replies" as "reply". Words of three letters or fewer, and endings "ss", "us"
+    and "is" ("class", "focus", "analysis"), are kept as they are."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    return word[:-3] + "y" if word.endswith("ies") and len(word) > 4 else word[:-1]
+
+
+def stems(text: str) -> set[str]:
+    """The content words of ``text`` (:func:`content_words`), each as its :func:`stem`."""
+    return {stem(w) for w in content_words(text)}

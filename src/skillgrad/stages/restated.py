@@ -6,8 +6,9 @@ analysts' rules pass these checks (:mod:`skillgrad.stages.reflect`), and so do t
 writes in their place (:mod:`skillgrad.stages.candidate`).
 
 What counts as saying a part again (:func:`restated_part`, :func:`own_clauses`,
-:func:`contradicted_part`) is read from the words of the two texts alone, with no evidence of
-the step: the skill is the only thing a rule is held against here, where
+:func:`contradicted_part`) is read from the words of the two texts alone, each as its stem
+(:func:`~skillgrad.words.stem`: "what it knows" says "what you know" again), with no evidence
+of the step: the skill is the only thing a rule is held against here, where
 :mod:`skillgrad.stages.hygiene` holds it against what the optimizer was shown."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from skillgrad.records import Edit, Suggestion
 from skillgrad.skill import LIST_ITEM, instructions
 from skillgrad.stages.hygiene import LEAD, SENTENCE_END, leans_back
 from skillgrad.stages.render import one_line
-from skillgrad.words import content_words, words
+from skillgrad.words import stem, stems, words
 
 # The share of each other's content words two rules hold when one restates the other.
 RESTATED = 0.6
@@ -119,7 +120,7 @@ def restates(text: str, other: str, share: float = RESTATED) -> bool:
     ``share`` of the other's content words. "If the reply has extra words, remove them."
     restates "If the reply has extra words, leave them out."; a rule that adds a condition
     ("... when the question asks for seconds") does not restate the rule without it."""
-    mine, theirs = content_words(text), content_words(other)
+    mine, theirs = stems(text), stems(other)
     if not mine or not theirs:
         return mine == theirs
     common = len(mine & theirs)
@@ -148,7 +149,7 @@ _URGING = re.compile(r"\b(?:(?:make|be)\s+sure(?:\s+(?:to|that))?|ensure(?:\s+th
 def _said(text: str) -> set[str]:
     """The content words of what ``text`` asks for, without the opener or words that urge, and
     without negations (which :func:`_negated` reads apart)."""
-    return (content_words(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", ""))
+    return (stems(_URGING.sub(" ", _OPENER.sub("", text)).replace("'", ""))
             - _NEGATIONS - _ADDING)
 
 
@@ -169,7 +170,7 @@ def skill_parts(skill: str) -> list[str]:
              for item in instructions(skill)]
     sentences = [x.strip() for p in parts for x in SENTENCE_END.split(p)]
     clauses = [x.strip() for p in sentences for x in _CLAUSE_END.split(p)
-               if len(content_words(x)) >= RESTATED_MIN_WORDS]
+               if len(stems(x)) >= RESTATED_MIN_WORDS]
     return list(dict.fromkeys(x for x in (*parts, *sentences, *clauses) if x))
 
 
@@ -200,12 +201,13 @@ def _run_of_part(text: str, skill: str) -> str | None:
     one run, with the part's negation or without as the part is: too few content words to
     restate a part by :func:`_holding_part`, but nothing the part does not say ("- Answer:
     <your answer>", the form of the skill's answer line)."""
-    mine = words(_OPENER.sub("", LIST_ITEM.sub("", text.strip())))
+    mine = [stem(w) for w in words(_OPENER.sub("", LIST_ITEM.sub("", text.strip())))]
     if len(mine) < 2:
         return None
     run = f" {' '.join(mine)} "
     return next((part for part in skill_parts(skill)
-                 if run in f" {' '.join(words(part))} " and _negated(part) == _negated(text)),
+                 if run in f" {' '.join(stem(w) for w in words(part))} "
+                 and _negated(part) == _negated(text)),
                 None)
 
 
@@ -226,7 +228,7 @@ def _restated_sentence(sentence: str, skill: str) -> list[str] | None:
             return None
         mine = _said(clause)
         holds = (holds or _holding_part(clause, skill, opposite=False) is not None
-                 or all(len(content_words(x) & mine) >= RESTATED * len(content_words(x))
+                 or all(len(stems(x) & mine) >= RESTATED * len(stems(x))
                         for x in said))
         parts += said
     return parts if holds else None
@@ -263,7 +265,7 @@ def _part_within(clause: str, skill: str) -> str | None:
     if len(mine) >= RESTATED_MIN_WORDS:
         return None
     return next((part for part in skill_parts(skill)
-                 if mine <= content_words(part) and _negated(part) == _negated(clause)), None)
+                 if mine <= stems(part) and _negated(part) == _negated(clause)), None)
 
 
 def _clause_said(clause: str, skill: str) -> list[str]:
@@ -279,14 +281,14 @@ def _clause_said(clause: str, skill: str) -> list[str]:
     lines = [LIST_ITEM.sub("", " ".join(x.strip() for x in item.splitlines()))
              for item in instructions(skill)]
     if (len(mine) < RESTATED_MIN_WORDS or not lines
-            or not mine <= set().union(*(content_words(x) for x in lines))
+            or not mine <= set().union(*(stems(x) for x in lines))
             or (_negated(clause) and not any(_negated(x) for x in lines))):
         return []
     said: list[str] = []  # the lines it takes the most words from, until all are covered
     while mine:
-        line = max(lines, key=lambda x: len(content_words(x) & mine))
+        line = max(lines, key=lambda x: len(stems(x) & mine))
         said.append(line)
-        mine = mine - content_words(line)
+        mine = mine - stems(line)
     return [x for x in lines if x in said]
 
 
@@ -311,7 +313,7 @@ def own_clauses(text: str, skill: str) -> tuple[str, str] | None:
     kept = [mine for mine, _ in cuts if mine]
     said = [part for _, parts in cuts for part in parts]
     rest = LEAD.sub("", " ".join(kept))
-    if not said or not kept or len(content_words(rest)) < RESTATED_MIN_WORDS:
+    if not said or not kept or len(stems(rest)) < RESTATED_MIN_WORDS:
         return None
     return head + rest[:1].upper() + rest[1:], "; ".join(dict.fromkeys(said))
 
@@ -358,6 +360,6 @@ def _holding_part(text: str, skill: str, *, opposite: bool) -> str | None:
     for part in skill_parts(skill):
         if (_negated(part) != negated) != opposite:
             continue
-        if len(mine - content_words(part)) <= len(mine) // 10:
+        if len(mine - stems(part)) <= len(mine) // 10:
             return part
     return None
