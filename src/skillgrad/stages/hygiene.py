@@ -160,6 +160,12 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # The numbers the analysts' prompts give the tasks they show ("### Task 3").
     re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
 )
+# The reply cut down to the answer ("limit your reply to the answer", "keep the answer line to
+# the answer itself"): a form the agent can follow, not its reply held against the reference
+# ("limit your reply to the expected answer" still speaks of the reference).
+_LIMITED = re.compile(r"\b(?:limit|keep|restrict|reduce|shorten|trim|cut|confine|pare)s?\s+"
+                      + _REPLY + r"(?:\s+line)?\s+(?:down\s+)?to\s+(?:the|an)\s+"
+                      r"(?:correct\s+|right\s+|exact\s+)?answer\b", re.IGNORECASE)
 # A line about the agent, in the third person ("If the agent does not open an item, say
 # ..."): the coach's view of the agent, not an instruction the agent reads as its own.
 _ABOUT = re.compile(
@@ -369,14 +375,16 @@ class Evidence:
             shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
             quoted[r.task_id] = _quoted_names(m.text() for m in r.messages if m.role == "user")
-            names[r.task_id] = frozenset(_names(shown)) | quoted[r.task_id]
+            spans = [f for m in r.messages if m.role == "user" for f in _form_spans(m.text())]
+            # The capitalised word of a form ("Month" in "Month D, YYYY") is a placeholder.
+            placeholders = {w for f, _ in spans for w in f}
+            names[r.task_id] = (frozenset(_names(shown)) - placeholders) | quoted[r.task_id]
             questions[r.task_id] = frozenset(w for m in r.messages if m.role == "user"
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
             introduced[r.task_id] = frozenset(
                 x.group(1).lower() for m in r.messages if m.role == "user"
                 for x in _INTRODUCED.finditer(m.text()))
-            spans = [f for m in r.messages if m.role == "user" for f in _form_spans(m.text())]
             forms[r.task_id] = frozenset(f for f, _ in spans)
             for f, raw in spans:
                 form_texts.setdefault(f, raw)
@@ -425,9 +433,12 @@ _FIXED_COUNT = re.compile(r"(?<!at most )(?<!up to )(?<!no more than )(?<!fewer 
 _INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)")
 # A question: a sentence (or line) that ends in a question mark.
 _QUESTION = re.compile(r"[^.?!\n]*\?")
-# A rule that says when it applies: a condition anywhere in it, a label before a colon
-# ("Dates: ...", "Rule year: ..."), or "for" before the kind it names ("For a date, ...").
-_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case)\b", re.I)
+# A rule that says when it applies: a condition anywhere in it ("For a question that asks
+# when, ...", "A question that says ... wants ..." are ones too), a label before a colon ("Dates: ...", "Rule year: ..."), or "for"
+# before the kind it names ("For a date, ...").
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case|"
+                        r"(?:for\s+)?(?:(?:a|an|any|each|every)\s+(?:question|task|request)|"
+                        r"(?:questions|tasks|requests))\s+(?:that|which))\b", re.I)
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):(?=\s|$)")  # not "HH:MM"
 # What follows a condition up to the end of its clause ("if the question asks for grams"), and
 # the words of a condition that name no kind of task: "if you know it", "when possible".
@@ -453,14 +464,26 @@ def _conditions(text: str, pattern: re.Pattern[str] = _CONDITION_CLAUSE) -> list
 def asked_in_condition(text: str) -> list[tuple[str, ...]]:
     """The words of each condition of ``text`` that say what the request asks for, after the
     words that point at it: "the number only" in "When the question asks for the number only,
-    reply with the number alone". Words the questions of one group hold are, there, the
-    condition that tells those questions from the others, not a copy of them."""
+    reply with the number alone"; and the words of a clause before a pointer that ends it
+    ("write the unit symbol" in "Write the unit symbol the question asks for"). Words the
+    questions of one group hold are, there, the condition that tells those questions from the
+    others, not a copy of them."""
     out: list[tuple[str, ...]] = []
     for m in _conditions(text):
-        pointed = _POINTED.search(m.group(1))
+        pointed = _POINTED.search(m.group(0))
         if pointed is not None:
-            out.append(tuple(words(m.group(1)[pointed.end():])))
+            out.append(tuple(words(m.group(0)[pointed.end():])))
+    out += [tuple(words(m.group(1))) for m in _POINTED_AFTER.finditer(text)]
     return [x for x in out if x]
+
+
+# A thing named and then left to the request ("Write the unit symbol the question asks for
+# (...)"): the words before the pointer, in its clause, say what the request asks for, as a
+# condition's do.
+_POINTED_AFTER = re.compile(
+    r"([^,;:.!?\n()]*?)\s+(?:that\s+|which\s+)?(?:the|each|a|your)\s+"
+    r"(?:question|task|request|prompt)\s+(?:asks?|names?|specifies|wants|requests|requires)"
+    r"(?:\s+for)?\s*(?=$|[,;:.!?\n(])", re.I)
 
 
 def _says_when(text: str) -> bool:
@@ -526,11 +549,15 @@ def unseen_quote(text: str, skill: str = "") -> Quote | None:
     none, or the skill already says it."""
     checks: tuple[tuple[Kind, tuple[re.Pattern[str], ...]], ...] = (
         ("analysis", (_ANALYSIS,)), ("unseen", _UNSEEN), ("about", (_ABOUT,)))
+    limited = [m.span() for m in _LIMITED.finditer(text)]
     for kind, patterns in checks:
         for pattern in patterns:
-            found = pattern.search(text)
-            if found is not None and found.group(0).lower() not in skill.lower():
-                return Quote(kind, found.group(0))
+            for found in pattern.finditer(text):
+                if any(a <= found.start() and found.end() <= b for a, b in limited):
+                    continue
+                if found.group(0).lower() not in skill.lower():
+                    return Quote(kind, found.group(0))
+                break
     return None
 
 
@@ -939,7 +966,8 @@ def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     sentence whose condition names the form or the request ("If the question asks for
     HH:MM:SS, ..."; not "... and specifies the month if not"), that points to the request ("the
     format the question asks for, such as ..."), a text that names two of the forms asked for
-    ("HH:MM or HH:MM:SS"), and the one form the skill fixes, pass."""
+    ("HH:MM or HH:MM:SS"), a sentence that names two forms, asked for or not
+    (:func:`_lists_forms`), and the one form the skill fixes, pass."""
     text = _capital_forms(text, evidence)
     label = _LABEL.match(text)  # "DD/MM/YYYY questions: ..." says when; "Dates: ..." does not
     if len(evidence.forms) < 2 or (label and (_forms(label.group(1))
@@ -961,6 +989,7 @@ def _form_quote(text: str, skill: str, evidence: Evidence) -> Quote | None:
     if not (holders and others):
         return None
     fixed = any(form in _asked_forms(sentence, asked) and not _scoped(sentence)
+                and not _lists_forms(sentence, asked)
                 and not _pointed_before(sentence, form, asked)
                 and not set(form) & {w for found in _FOR.findall(sentence) for w in words(found)}
                 for sentence in sentences)
@@ -979,20 +1008,42 @@ def _pointed_before(sentence: str, form: tuple[str, ...], asked: set[tuple[str, 
     return any(p <= f for p in pointing for f in naming)
 
 
+def _lists_forms(sentence: str, asked: set[tuple[str, ...]]) -> bool:
+    """Whether ``sentence`` names two forms or more, whether or not the step's requests ask
+    for each ("Write the month with two digits in DD/MM/YYYY and YYYY-MM-DD", where none asks
+    for the first): alternatives, not one form fixed. A form named as what not to write ("Use
+    DD/MM/YYYY, not MM/DD/YYYY") is none."""
+    named: set[tuple[str, ...]] = set()
+    for m in _FORM.finditer(sentence):
+        run = tuple(words(m.group(0)))
+        if len(run) >= 2 and not _NOT_THIS.search(sentence[: m.start()]):
+            named |= _asked_in(run, asked) or {run}
+    return len(named) >= 2
+
+
+# What comes before a form named as what not to write.
+_NOT_THIS = re.compile(r"\b(?:not|never|no|instead\s+of|rather\s+than|than|avoid)\s+"
+                       r"(?:the\s+|a\s+)?(?:format\s+|form\s+)?[\"'`‘“]?$", re.I)
+
+
 def _asked_forms(sentence: str, asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
     """The forms of ``sentence`` that are among the ``asked`` ones: in each run of
     placeholders, from the left, the longest asked form that starts there ("Use YYYY-MM-DD" holds
     YYYY-MM-DD; "DD/MM/YYYY, YYYY-MM-DD" holds two; "HH:MM:SS" holds HH:MM:SS, not HH:MM)."""
+    return {f for run in _forms(sentence) for f in _asked_in(run, asked)}
+
+
+def _asked_in(run: tuple[str, ...], asked: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """The ``asked`` forms one run of placeholders holds (:func:`_asked_forms`)."""
     found: set[tuple[str, ...]] = set()
-    for run in _forms(sentence):
-        i = 0
-        while i < len(run):
-            here = [run[i:j] for j in range(len(run), i, -1) if run[i:j] in asked]
-            if here:
-                found.add(here[0])
-                i += len(here[0])
-            else:
-                i += 1
+    i = 0
+    while i < len(run):
+        here = [run[i:j] for j in range(len(run), i, -1) if run[i:j] in asked]
+        if here:
+            found.add(here[0])
+            i += len(here[0])
+        else:
+            i += 1
     return found
 
 
@@ -1142,10 +1193,13 @@ def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence)
     passage). Tasks about one entity, all naming it, are one group: its name is still that
     item's, however many of the step's tasks hold it. A value in quotes is the task's only
     where its input holds the value whole: the example "`03:05`, not `3:5`" holds the "03" and
-    "05" of a time in some question, and is no time of any."""
+    "05" of a time in some question, and is no time of any. Nor is a form some request asks
+    for ("When the format is 'Month D, YYYY', ..."): whether it may be a rule for every task is
+    :func:`_form_quote`'s to say."""
     if not evidence.names:
         return None
-    values = _quoted_values(text)
+    forms = set().union(*evidence.forms.values())
+    values = tuple(v for v in _quoted_values(text) if v not in forms)
     outside = set(words(_QUOTED.sub(" ", _unapostrophed(text))))
     # A word some request sets in quotes is held by a group wherever its inputs hold it, in
     # quotes or not: the letter 'e' that one question quotes, every vowel question lists.

@@ -1,0 +1,177 @@
+"""Rules a person would ship pass hygiene and the restatement checks on every kind of task:
+over-refusal checked on real environments (the bundled quickstart and reading sets and the
+held-out kinds ``bench/format_tasks.py`` writes, at two seeds each), with each step's evidence
+made by the environment's own rollouts of replies that fail the way a small target fails (the
+answer inside a sentence, a digit off, the right value). Beside them, near misses that are
+still refused, so that no check here passes by refusing nothing."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skillgrad.build import build_environment
+from skillgrad.config import load_config
+from skillgrad.models.scripted import ScriptedModel
+from skillgrad.records import Edit, Task, render_expected
+from skillgrad.stages.hygiene import Evidence, clean_text
+from skillgrad.stages.restated import against_skill
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "bench" / "format_tasks.py"
+
+# Rules for any question set.
+GENERAL = [
+    "- Reply with the answer alone: no full sentence, no explanation.",
+    "- If the question names a format, write the answer in exactly that format.",
+    "- Copy names and numbers exactly as the context writes them.",
+    "- Before you answer, find the sentence of the context that answers the question.",
+    "- Write numbers as digits, without thousands separators.",
+    "- Keep the answer line to the answer itself; put any working above it.",
+    "- Limit your reply to the answer.",
+    "- Do not repeat the question in your reply.",
+    "- When the question asks for a number only, give the number without its unit.",
+    "- For a yes/no question, answer yes or no in lower case.",
+    "- For a question that asks how many, reply with the number alone, without the noun.",
+    "- For a year, give its four digits alone.",
+    "- Give a name in full, as the context spells it.",
+    "- Answer with the shortest span of the context that answers the question.",
+    "- If the context does not say, answer from what you know; never leave the answer line "
+    "empty.",
+    "- For a question that asks when, give the date or year exactly as the context writes it.",
+    "- Reply with only the name when the question asks who.",
+]
+BY_KIND = {
+    "units": [
+        "- Write each unit as its symbol, never as a word.",
+        "- When the question asks for the unit symbol, write the number, a space and the symbol.",
+        "- Multiply or divide by the factor between the two units, then check that the result's "
+        "size makes sense.",
+        "- Write the unit symbol the question asks for (for example `m`, `g` or `min`), not the "
+        "unit's name.",
+        "- A question that says 'the number only' wants no unit at all.",
+        "- Kilo means a thousand: multiply kilometres by 1000 to get metres.",
+        "- Before you answer, check which unit the question converts to, and write your answer "
+        "in that unit.",
+    ],
+    "times": [
+        "- Write every field of a time with two digits, so a single-digit hour gets a leading "
+        "zero.",
+        "- Use the format the question asks for: HH:MM or HH:MM:SS.",
+        "- If the question asks for HH:MM:SS, include the seconds even when they are 00.",
+        "- Work out the difference in seconds first, then convert it to hours, minutes and "
+        "seconds.",
+        "- To find when something ended, add the duration to the start time and carry over 60 "
+        "minutes into an hour.",
+        "- When the end time is past midnight, add 24 hours to it before you subtract.",
+    ],
+    "dates": [
+        "- Write the date in exactly the format the question asks for, with two digits for a day "
+        "or month where the format has DD or MM.",
+        "- Write the month with two digits in DD/MM/YYYY and YYYY-MM-DD (April is 04).",
+        "- When the format is 'Month D, YYYY', write the month's name in full and the day "
+        "without a leading zero.",
+        "- To add days to a date, count forward month by month, remembering that September has "
+        "30 days.",
+        "- Check whether the year is a leap year before you count past the end of February.",
+    ],
+    "letters": [
+        "- To count letters, first spell the word out one letter per line, then count the lines.",
+        "- Count upper- and lower-case letters alike.",
+        "- The vowels are a, e, i, o and u; do not count y as a vowel.",
+        "- A letter that appears twice in a row counts twice.",
+        "- Reply with the count as a number, not as a word.",
+    ],
+}
+KINDS = [("units", 7), ("units", 1), ("times", 0), ("times", 3), ("dates", 0), ("dates", 3),
+         ("letters", 0), ("letters", 2)]
+
+
+def _failing(gold: str, k: int) -> str:
+    """A reply that fails as a small target's does: the answer in a sentence, a digit off,
+    or the answer itself (so the evidence holds replies, gold answers and failure reasons)."""
+    if k % 3 == 0:
+        return f"The answer to the question is {gold}, as the context says."
+    if k % 3 == 1 and re.search(r"\d", gold):
+        return "Answer: " + re.sub(r"\d", lambda m: str((int(m.group()) + 1) % 10), gold,
+                                   count=1)
+    return f"Answer: {gold}"
+
+
+def _steps(config: Path) -> Iterator[tuple[Evidence, str, list[Task]]]:
+    """The evidence of each step of six training tasks, and the initial skill."""
+    env = build_environment(load_config(config))
+    skill = env.initial_skill()
+    tasks = env.tasks("train")
+    for start in range(0, len(tasks), 6):
+        batch = tasks[start:start + 6]
+        results = []
+        for k, task in enumerate(batch):
+            gold = render_expected(task.reference).split(" or ")[0].strip("'\"")
+            results.append(env.rollout(task, skill, ScriptedModel(default=_failing(gold, k))))
+        yield Evidence.of(results, {t.id: t for t in batch}), skill, batch
+
+
+def _changed(config: Path, rules: list[str]) -> list[str]:
+    out: list[str] = []
+    for evidence, skill, batch in _steps(config):
+        for rule in rules:
+            cleaned = clean_text(rule, evidence, skill)
+            if cleaned.clean != rule:
+                why = "; ".join(q.reason() for _, q in (*cleaned.removed, *cleaned.repaired))
+                out.append(f"{rule!r} on {batch[0].id}..: {cleaned.clean!r} ({why})")
+    skill = build_environment(load_config(config)).initial_skill()
+    out += [f"{rule!r}: {said[0]}" for rule in rules
+            if (said := against_skill(Edit(op="append", content=rule), skill)) is not None]
+    return out
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], Path]:
+    out: dict[tuple[str, int], Path] = {}
+    for kind, seed in KINDS:
+        folder = tmp_path_factory.mktemp(f"{kind}{seed}")
+        subprocess.run([sys.executable, str(SCRIPT), str(folder), "--kind", kind, "--seed",
+                        str(seed)], check=True, capture_output=True)
+        out[(kind, seed)] = folder / "config.yaml"
+    return out
+
+
+@pytest.mark.parametrize("example", ["quickstart", "reading"])
+def test_a_persons_rules_pass_on_the_bundled_question_sets(example: str) -> None:
+    assert _changed(ROOT / "examples" / example / "config.yaml", GENERAL) == []
+
+
+@pytest.mark.parametrize(("kind", "seed"), KINDS)
+def test_a_persons_rules_pass_on_held_out_kinds(kinds: dict[tuple[str, int], Path], kind: str,
+                                                 seed: int) -> None:
+    assert _changed(kinds[(kind, seed)], GENERAL + BY_KIND[kind]) == []
+
+
+@pytest.mark.parametrize(("kind", "seed", "rule"), [
+    # Each a near miss of a rule above, refused or given the task's form on some step.
+    ("dates", 0, "- Write the date as 'Month D, YYYY'."),  # one request's form, for all
+    ("dates", 0, "- Write the date as YYYY-MM-DD."),
+    ("dates", 0, "- Use YYYY-MM-DD, not MM/DD/YYYY."),  # the other form is what not to write
+    ("units", 7, "- Write the unit symbol, not the name of the unit."),  # no condition
+    ("units", 7, "- Limit your reply to the expected answer."),  # the reference
+    ("units", 7, "- Compare your reply to the answer."),
+    ("times", 0, "- Reply with the time difference in HH:MM:SS format."),
+])
+def test_near_misses_are_still_refused_or_repaired(kinds: dict[tuple[str, int], Path],
+                                                   kind: str, seed: int, rule: str) -> None:
+    assert _changed(kinds[(kind, seed)], [rule]) != []
+
+
+def test_a_date_rule_made_of_one_question_still_says_when() -> None:
+    """The quickstart's "just the date" rule, written from one date question, is refused
+    without its condition and passes with it, worded either way."""
+    config = ROOT / "examples" / "quickstart" / "config.yaml"
+    assert _changed(config, ["- Give the date exactly as the context writes it."]) != []
+    assert _changed(config, ["- For questions that ask when, give the date exactly as the "
+                             "context writes it."]) == []
