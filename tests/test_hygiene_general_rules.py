@@ -173,5 +173,7 @@ def test_a_date_rule_made_of_one_question_still_says_when() -> None:
     without its condition and passes with it, worded either way."""
     config = ROOT / "examples" / "quickstart" / "config.yaml"
     assert _changed(config, ["- Give the date exactly as the context writes it."]) != []
+    assert _changed(config, ["- For every question that you answer, give the date exactly as "
+                             "the context writes it."]) != []  # a condition that names nothing
     assert _changed(config, ["- For questions that ask when, give the date exactly as the "
                              "context writes it."]) == []

@@ -438,7 +438,8 @@ _QUESTION = re.compile(r"[^.?!\n]*\?")
 # before the kind it names ("For a date, ...").
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case|"
                         r"(?:for\s+)?(?:(?:a|an|any|each|every)\s+(?:question|task|request)|"
-                        r"(?:questions|tasks|requests))\s+(?:that|which))\b", re.I)
+                        r"(?:questions|tasks|requests))\s+(?:that|which)(?!\s+(?:you|we|i)\b))\b",
+                        re.I)
 _LABEL = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*([^:.!?\n]{1,40}):(?=\s|$)")  # not "HH:MM"
 # What follows a condition up to the end of its clause ("if the question asks for grams"), and
 # the words of a condition that name no kind of task: "if you know it", "when possible".
