@@ -45,6 +45,8 @@ GENERAL = [
     "empty.",
     "- For a question that asks when, give the date or year exactly as the context writes it.",
     "- Reply with only the name when the question asks who.",
+    "- For a yes/no question, answer \"yes\" or \"no\" in lower case, and nothing else.",
+    "- Do not mix up two entities of the same kind mentioned in one passage.",
 ]
 BY_KIND = {
     "units": [
@@ -168,12 +170,14 @@ def test_near_misses_are_still_refused_or_repaired(kinds: dict[tuple[str, int], 
     assert _changed(kinds[(kind, seed)], [rule]) != []
 
 
-def test_a_date_rule_made_of_one_question_still_says_when() -> None:
+def test_rules_made_of_one_kind_of_question_still_say_when() -> None:
     """The quickstart's "just the date" rule, written from one date question, is refused
-    without its condition and passes with it, worded either way."""
+    without its condition and passes with it, worded either way; so is one yes/no answer made
+    the answer to every question."""
     config = ROOT / "examples" / "quickstart" / "config.yaml"
     assert _changed(config, ["- Give the date exactly as the context writes it."]) != []
     assert _changed(config, ["- For every question that you answer, give the date exactly as "
                              "the context writes it."]) != []  # a condition that names nothing
+    assert _changed(config, ['- Answer "yes" in lower case.']) != []
     assert _changed(config, ["- For questions that ask when, give the date exactly as the "
                              "context writes it."]) == []

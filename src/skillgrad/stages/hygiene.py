@@ -497,8 +497,9 @@ _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 # word more ("just the date", "the full date", "your final answer"). "a year", "each date" are
 # whatever such thing a task holds: "Write a year as its four digits" applies where one is.
 _NAMED = re.compile(r"\b(?:the|its|their|your)\s+((?:[a-z]+\s+)?[a-z]+)", re.I)
-# The words every question is asked with.
-_ASKING = frozenset("what which who whom whose when where why how".split())
+# The words every question is asked with, and the nouns that sort things into kinds ("what
+# kind of boat" asks about a boat; "two entities of the same kind" names no task's thing).
+_ASKING = frozenset("what which who whom whose when where why how kind type sort".split())
 # A form written with placeholders: capitals ("YYYY", "HH", "D"; not the words "A" and "I"),
 # joined by punctuation or a space, with a capitalised word before them ("Month D, YYYY").
 _CAPS = r"(?:(?![AI]\b)[A-Z]{1,6}\b)"
@@ -925,7 +926,8 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     'g'." was written from the questions that convert to grams, among conversions to metres,
     seconds and numbers alone. The rule that says when it applies ("If the question asks for
     grams, ...", "Use 'mL' for millilitres", where the inputs of those tasks say
-    "millilitres"), and a value given as an example ("symbols such as 'g' or 'km'") pass."""
+    "millilitres"), a value given as an example ("symbols such as 'g' or 'km'"), and both
+    answers of a kind of question ("answer 'yes' or 'no' in lower case") pass."""
     answered = {i: {w for a in golds for w in a.split()} for i, golds in evidence.answers.items()}
     label = _LABEL.match(text)  # "Grams: ..." says when; "Reply with 'Answer: ..." does not
     if (len(answered) < 3 or _says_when(text)
@@ -936,8 +938,10 @@ def _value_quote(text: str, own: list[str], evidence: Evidence) -> Quote | None:
     counts = evidence.input_counts
     own_words = set(own)
     kinds = {k for found in _FOR.findall(text) for k in words(found)} - _STOP
+    # Both answers of a kind of question ("answer 'yes' or 'no'") name that kind, not a value.
+    polar = set(given) & _POLAR if len(set(given) & _POLAR) >= 2 else set()
     for w in dict.fromkeys(given):
-        if w in _STOP or w in own_words or w.isdigit() or counts.get(w, 0):
+        if w in _STOP or w in own_words or w.isdigit() or counts.get(w, 0) or w in polar:
             continue
         holders = [i for i, ws in answered.items() if w in ws]
         if not holders or len(holders) >= SCAFFOLD_SHARE * len(answered):
