@@ -90,6 +90,23 @@ BY_KIND = {
         "- Reply with the count as a number, not as a word.",
     ],
 }
+# Rules for the bundled environments of several turns.
+BY_EXAMPLE = {
+    "math": [
+        "- Work through the problem step by step before you give the answer.",
+        "- Give the final answer as a number alone, without units or words.",
+        "- Check each step's arithmetic before you go on to the next.",
+        "- When the problem gives a percentage, turn it into a fraction before you multiply.",
+        "- Do not round until the last step.",
+    ],
+    "doc_qa": [
+        "- Search before you answer; never answer from memory.",
+        "- Open the document the search ranks first, then read the section whose title fits "
+        "the question.",
+        "- Reply with the few words of the section that answer the question, nothing else.",
+        "- Search with the names and key words of the question.",
+    ],
+}
 KINDS = [("units", 7), ("units", 1), ("times", 0), ("times", 3), ("dates", 0), ("dates", 3),
          ("letters", 0), ("letters", 2)]
 
@@ -147,6 +164,13 @@ def kinds(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], Pat
 @pytest.mark.parametrize("example", ["quickstart", "reading"])
 def test_a_persons_rules_pass_on_the_bundled_question_sets(example: str) -> None:
     assert _changed(ROOT / "examples" / example / "config.yaml", GENERAL) == []
+
+
+@pytest.mark.parametrize("example", sorted(BY_EXAMPLE))
+def test_a_persons_rules_pass_on_the_bundled_sets_of_several_turns(example: str) -> None:
+    """A document question answered "words" does not make "the few words of the section" its
+    answer: a word of the optimizer's own prompts is the vocabulary rules are written in."""
+    assert _changed(ROOT / "examples" / example / "config.yaml", BY_EXAMPLE[example]) == []
 
 
 @pytest.mark.parametrize(("kind", "seed"), KINDS)

@@ -417,6 +417,11 @@ class Evidence:
                     or self.instructions)
 
     @cached_property
+    def instruction_words(self) -> frozenset[str]:
+        """The words of the optimizer's own prompts: the vocabulary rules are written in."""
+        return frozenset(w for text in self.instructions for w in text)
+
+    @cached_property
     def input_counts(self) -> dict[str, int]:
         """In how many tasks' inputs each word is, counted once for the checks that ask."""
         return _task_counts(self.inputs.values())
@@ -706,9 +711,12 @@ def _answer_line_quote(text: str, evidence: Evidence) -> Quote | None:
 def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,
                   answers: Mapping[str, tuple[str, ...]] | None = None) -> Quote | None:
     """A gold answer of one task (or ``answers``), whole, unless it is short, shared by many
-    tasks, only function words or polar answers ("yes", "false"), or the skill's."""
+    tasks, only function words or polar answers ("yes", "false"), the skill's, or one word
+    of the optimizer's own prompts: a document question answered "words" names no fact in
+    "reply with the few words of the section that answer the question"."""
     answers = evidence.answers if answers is None else answers
     joined, own_joined = f" {' '.join(mine)} ", f" {' '.join(own)} "
+    vocabulary = evidence.instruction_words
     counts: dict[str, int] = {}
     for golds in answers.values():
         for g in set(golds):
@@ -718,7 +726,8 @@ def _answer_quote(mine: list[str], own: list[str], evidence: Evidence,
         for g in golds:
             short = len(g.replace(" ", "")) < MIN_ANSWER_CHARS and not (
                 g.isdigit() and len(g) >= 2)  # "14" names an instance, "a" does not
-            if short or counts[g] > limit or all(w in _STOP or w in _POLAR for w in g.split()):
+            if (short or counts[g] > limit or all(w in _STOP or w in _POLAR for w in g.split())
+                    or (g in vocabulary and not g.isdigit())):
                 continue
             if f" {g} " in joined and f" {g} " not in own_joined:
                 return Quote("answer", g, task_id)
