@@ -57,6 +57,7 @@ BY_KIND = {
         "- Write the unit symbol the question asks for (for example `m`, `g` or `min`), not the "
         "unit's name.",
         "- A question that says 'the number only' wants no unit at all.",
+        "- Give the value with the precision the question uses; do not round.",
         "- Kilo means a thousand: multiply kilometres by 1000 to get metres.",
         "- Before you answer, check which unit the question converts to, and write your answer "
         "in that unit.",
@@ -188,6 +189,9 @@ def test_a_persons_rules_pass_on_held_out_kinds(kinds: dict[tuple[str, int], Pat
     ("units", 7, "- Limit your reply to the expected answer."),  # the reference
     ("units", 7, "- Compare your reply to the answer."),
     ("times", 0, "- Reply with the time difference in HH:MM:SS format."),
+    # One template's thing ("A phone call started at ..."), as the accepted rule had it.
+    ("times", 0, "- Include the full duration of the call in seconds."),
+    ("units", 7, "- Give the value in seconds."),  # one template's form, for every task
 ])
 def test_near_misses_are_still_refused_or_repaired(kinds: dict[tuple[str, int], Path],
                                                    kind: str, seed: int, rule: str) -> None:

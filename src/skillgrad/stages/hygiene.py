@@ -383,8 +383,8 @@ class Evidence:
                                              for q in _QUESTION.findall(m.text())
                                              for w in words(q))
             introduced[r.task_id] = frozenset(
-                x.group(1).lower() for m in r.messages if m.role == "user"
-                for x in _INTRODUCED.finditer(m.text()))
+                w.lower() for m in r.messages if m.role == "user"
+                for x in _INTRODUCED.finditer(m.text()) for w in x.groups() if w)
             forms[r.task_id] = frozenset(f for f, _ in spans)
             for f, raw in spans:
                 form_texts.setdefault(f, raw)
@@ -434,8 +434,9 @@ _COUNTED = re.compile(r"\b(\d+)\s+(?:more\s+)?words?\b")
 _FIXED_COUNT = re.compile(r"(?<!at most )(?<!up to )(?<!no more than )(?<!fewer than )"
                           r"(?<!less than )(?<!under )(?<!within )" + _COUNTED.pattern
                           + r"(?!\s+or\s+(?:fewer|less))", re.I)
-# A thing a sentence begins with, introduced: "A meeting began at 11:55:12 ...".
-_INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)")
+# A thing a sentence begins with, introduced, in its first two words: "A meeting began at
+# 11:55:12 ...", "A phone call started at ..." (the call as much as the phone).
+_INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)(?:\s+([a-z]+))?")
 # A question: a sentence (or line) that ends in a question mark.
 _QUESTION = re.compile(r"[^.?!\n]*\?")
 # A rule that says when it applies: a condition anywhere in it ("For a question that asks
@@ -488,7 +489,8 @@ def asked_in_condition(text: str) -> list[tuple[str, ...]]:
 # condition's do.
 _POINTED_AFTER = re.compile(
     r"([^,;:.!?\n()]*?)\s+(?:that\s+|which\s+)?(?:the|each|a|your)\s+"
-    r"(?:question|task|request|prompt)\s+(?:asks?|names?|specifies|wants|requests|requires)"
+    r"(?:question|task|request|prompt)\s+(?:asks?|names?|specifies|wants|requests|requires|"
+    r"uses|gives|says|states)"
     r"(?:\s+for)?\s*(?=$|[,;:.!?\n(])", re.I)
 
 
