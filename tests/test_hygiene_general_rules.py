@@ -47,6 +47,8 @@ GENERAL = [
     "- Reply with only the name when the question asks who.",
     "- For a yes/no question, answer \"yes\" or \"no\" in lower case, and nothing else.",
     "- Do not mix up two entities of the same kind mentioned in one passage.",
+    "- Check that the fact you found belongs to the same person, ship, town or company the "
+    "question names, not to a rival or relative mentioned nearby.",
 ]
 BY_KIND = {
     "units": [
@@ -72,6 +74,10 @@ BY_KIND = {
         "- To find when something ended, add the duration to the start time and carry over 60 "
         "minutes into an hour.",
         "- When the end time is past midnight, add 24 hours to it before you subtract.",
+        # Numbers that are fields of some question's times ("12:00:40"), but no time of any.
+        "- Answer on the 24-hour clock; convert AM/PM inputs first (12 AM = 00, 12 PM = 12, "
+        "3 PM = 15).",
+        "- Carry whenever minutes or seconds reach 60: 45 min + 30 min is 1 h 15 min.",
     ],
     "dates": [
         "- Write the date in exactly the format the question asks for, with two digits for a day "
@@ -82,6 +88,10 @@ BY_KIND = {
         "- To add days to a date, count forward month by month, remembering that September has "
         "30 days.",
         "- Check whether the year is a leap year before you count past the end of February.",
+        # A form a clause begins with is its scope, not the one form for every task.
+        "- In \"Month D, YYYY\", spell the month in full with a capital letter and don't pad the "
+        "day: `March 5, 2024`, not `March 05, 2024` or `Mar 5, 2024`.",
+        "- Never swap day and month: in DD/MM/YYYY, e.g. `04/07/2023` is 4 July, not April 7.",
     ],
     "letters": [
         "- To count letters, first spell the word out one letter per line, then count the lines.",
@@ -185,6 +195,7 @@ def test_a_persons_rules_pass_on_held_out_kinds(kinds: dict[tuple[str, int], Pat
     ("dates", 0, "- Write the date as 'Month D, YYYY'."),  # one request's form, for all
     ("dates", 0, "- Write the date as YYYY-MM-DD."),
     ("dates", 0, "- Use YYYY-MM-DD, not MM/DD/YYYY."),  # the other form is what not to write
+    ("dates", 0, "- Write the date in DD/MM/YYYY, then check it."),  # what to write, not a scope
     ("units", 7, "- Write the unit symbol, not the name of the unit."),  # no condition
     ("units", 7, "- Limit your reply to the expected answer."),  # the reference
     ("units", 7, "- Compare your reply to the answer."),
@@ -209,3 +220,13 @@ def test_rules_made_of_one_kind_of_question_still_say_when() -> None:
     assert _changed(config, ['- Answer "yes" in lower case.']) != []
     assert _changed(config, ["- For questions that ask when, give the date exactly as the "
                              "context writes it."]) == []
+
+
+def test_a_time_one_question_gives_is_still_that_questions(
+        kinds: dict[tuple[str, int], Path]) -> None:
+    """Its fields alone name no task; the time whole does."""
+    evidence, skill, batch = next(_steps(kinds[("times", 0)]))
+    time = re.search(r"\d\d:\d\d(?::\d\d)?", batch[0].prompt)
+    assert time is not None
+    cleaned = clean_text(f"- Start from {time.group(0)} and count forward.", evidence, skill)
+    assert cleaned.clean is None

@@ -45,6 +45,7 @@ in :mod:`skillgrad.stages.restated`.)
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -340,6 +341,10 @@ class Evidence:
     # The words each task's requests set in quotes (:func:`_quoted_names`), which its names
     # hold too.
     quoted: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The numbers each task's inputs hold only as a field of a time, a date or a decimal ("45"
+    # of "10:45"), and those composites, as words: a composite is one name of its task.
+    fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    composites: Mapping[str, frozenset[tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, results: Sequence[RolloutResult], tasks: Mapping[str, Task] | None = None,
@@ -359,6 +364,8 @@ class Evidence:
         replies: dict[str, tuple[str, ...]] = {}
         names: dict[str, frozenset[str]] = {}
         quoted: dict[str, frozenset[str]] = {}
+        fields: dict[str, frozenset[str]] = {}
+        composites: dict[str, frozenset[tuple[str, ...]]] = {}
         groups: dict[str, str] = {}
         questions: dict[str, frozenset[str]] = {}
         shapes: dict[str, frozenset[str]] = {}
@@ -374,6 +381,9 @@ class Evidence:
         for r in results:
             shown = " \n ".join(m.text() for m in r.messages if m.role in roles)
             inputs[r.task_id] = tuple(words(shown))
+            composites[r.task_id] = frozenset(tuple(words(x)) for x in _COMPOSITE.findall(shown))
+            fields[r.task_id] = (frozenset(w for c in composites[r.task_id] for w in c)
+                                 - {n for x in _ALONE_NUMBER.findall(shown) for n in words(x)})
             quoted[r.task_id] = _quoted_names(m.text() for m in r.messages if m.role == "user")
             spans = [f for m in r.messages if m.role == "user" for f in _form_spans(m.text())]
             # The capitalised word of a form ("Month" in "Month D, YYYY") is a placeholder.
@@ -410,7 +420,7 @@ class Evidence:
                    tuple(r for t in refused for r in _refused_runs(t)),
                    replies, names, groups, tuple(tuple(words(t)) for t in instructions),
                    questions, shapes, forms, form_texts, read, alone, introduced,
-                   frozenset(counted), quoted)
+                   frozenset(counted), quoted, fields, composites)
 
     def __bool__(self) -> bool:
         return bool(self.inputs or self.answers or self.feedback or self.refused or self.replies
@@ -427,6 +437,10 @@ class Evidence:
         return _task_counts(self.inputs.values())
 
 
+# A number that stands alone, not as a field of a time, a date or a decimal (a full stop after
+# it ends a sentence); and such a composite ("10:45", "2024-05-01", "2.45").
+_ALONE_NUMBER = re.compile(r"(?<![\d:./,-])\d(?:[\d,_]*\d)?(?![\d:/-]|[.,]\d)")
+_COMPOSITE = re.compile(r"(?<![\d:./-])\d+(?:[:./-]\d+)+")
 # A count of words, as the failure analysis writes one ("plus 4 more words", "2 words short").
 _COUNTED = re.compile(r"\b(\d+)\s+(?:more\s+)?words?\b")
 # ... and as a rule fixes one, which a bound before or after it ("at most 5 words", "5 words or
@@ -496,8 +510,10 @@ _POINTED_AFTER = re.compile(
 
 def _says_when(text: str) -> bool:
     """Whether ``text`` has a condition that names something (a kind of question, a word of
-    the task): "If the question asks for grams, ..."; not "... if you know it"."""
-    return any(content_words(m.group(1)) - _VACUOUS for m in _conditions(text))
+    the task: "If the question asks for grams, ..."; not "... if you know it"), or a clause
+    that begins with a form ("In 'Month D, YYYY', ...")."""
+    return (any(content_words(m.group(1)) - _VACUOUS for m in _conditions(text))
+            or any(_IN_FORM.search(x) for x in SENTENCE_END.split(text)))
 
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
 # A thing a rule presumes every task has: the word after "the" or a possessive, or after one
@@ -864,7 +880,9 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
     if n_tasks < 3 or not evidence.questions or _says_when(text) or _LABEL.match(text):
         return None
     own_words = set(own)
-    named = [w for w in dict.fromkeys(w for found in _NAMED.findall(text) for w in words(found))
+    # "the question names": the request pointed at, not a thing called "names".
+    named = [w for w in dict.fromkeys(w for found in _NAMED.findall(_POINTED.sub(" ", text))
+                                      for w in words(found))
              if w not in _STOP and w not in _AFTER_NOUN and w not in _ASKING
              and w not in own_words and not w.isdigit()
              and len(w) > 2]
@@ -1066,10 +1084,12 @@ def _asked_in(run: tuple[str, ...], asked: set[tuple[str, ...]]) -> set[tuple[st
 def _scoped(sentence: str) -> bool:
     """Whether a condition of ``sentence`` names a form or the request ("If the question asks
     for DD/MM/YYYY", "when the task gives a format"): one that says when a form applies. So
-    does a form that a thing is given in ("Read a date given as DD/MM/YYYY day first"): what
+    does a form a clause begins with ("In DD/MM/YYYY, the day comes first"), and a form that a
+    thing is given in ("Read a date given as DD/MM/YYYY day first"): what
     the rule reads, not what it writes."""
     given = _GIVEN_FORM.search(sentence)
-    if given and not set(words(sentence[: given.start()])) & _REPLYING:
+    if (given and not set(words(sentence[: given.start()])) & _REPLYING) or _IN_FORM.search(
+            sentence):
         return True
     for m in _conditions(sentence, _CONDITION):
         clause = re.split(r"[,;.]\s", sentence[m.start():] + " ", maxsplit=1)[0]
@@ -1083,6 +1103,13 @@ def _scoped(sentence: str) -> bool:
 _GIVEN_FORM = re.compile(rf"\b(?:a|an|any|each|every)\s+[a-z]+\s+(?:that\s+(?:is|are)\s+)?"
                          rf"(?:given|provided|supplied)\s+(?:as|in)\s+"
                          rf"(?:the\s+form\s+)?['\"‘“]?{_FORM.pattern}", re.I)
+
+
+# A form a clause begins with, as its scope: "In 'Month D, YYYY', spell the month in full",
+# "Never swap day and month: in DD/MM/YYYY, the day comes first" (not "Write the date in
+# DD/MM/YYYY, then ...", where the form is what to write).
+_IN_FORM = re.compile(rf"(?:^[\s*+\-\d.)]*|[:;]\s+)(?i:in|for)\s+(?:(?i:the)\s+)?"
+                      rf"(?:(?i:format|form)\s+)?[\"'‘“`]?{_FORM.pattern}[\"'’”`]?\s*,")
 
 
 def _forms(sentence: str) -> set[tuple[str, ...]]:
@@ -1227,13 +1254,30 @@ def _names_quote(text: str, mine: list[str], own: list[str], evidence: Evidence)
     held = _task_counts(by_group.values())
     common = max(2.0, SCAFFOLD_SHARE * len(by_group))  # held by this many groups: scaffolding
     mine_set, own_set = set(mine), set(own)
+    shared = Counter(c for found in evidence.composites.values() for c in found)
+    mine_composites = {tuple(words(x)) for x in _COMPOSITE.findall(text)}
     for task_id, found in evidence.names.items():
-        whole = {w for v in values if _holds(evidence.inputs.get(task_id, ()), v) for w in v}
+        whole = {w for v in values if _holds_whole(v, task_id, evidence) for w in v}
         named = sorted(w for w in found & mine_set - own_set - _STOP
                        if held[w] < common and (w in outside or w in whole))
-        if len(named) >= ITEM_NAMES or set(named) & whole:
-            return Quote("names", ", ".join(sorted(named, key=mine.index)), task_id)
+        # A field of a time or a date counts as a name only with its composite: "12 PM = 12,
+        # 3 PM = 15" names no time of a task that says "12:00:40".
+        alone = [w for w in named if w not in evidence.fields.get(task_id, ())]
+        times = [c for c in evidence.composites.get(task_id, ())
+                 if shared[c] < common and c in mine_composites and not _holds(own, c)]
+        if times or len(alone) >= ITEM_NAMES or set(named) & whole:
+            quoted = " ".join(times[0]) if times else ", ".join(sorted(named, key=mine.index))
+            return Quote("names", quoted, task_id)
     return None
+
+
+def _holds_whole(value: tuple[str, ...], task_id: str, evidence: Evidence) -> bool:
+    """Whether the inputs of ``task_id`` hold ``value`` whole: a time or a date as one of
+    theirs (`00:10` is no value of a task that says "12:00:10"), other values as a run of
+    their words."""
+    if len(value) >= 2 and all(w.isdigit() for w in value) and task_id in evidence.composites:
+        return value in evidence.composites[task_id]
+    return _holds(evidence.inputs.get(task_id, ()), value)
 
 
 def _quantity_quote(mine: list[str], own: list[str], evidence: Evidence) -> Quote | None:
