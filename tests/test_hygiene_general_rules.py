@@ -92,6 +92,9 @@ BY_KIND = {
         "- In \"Month D, YYYY\", spell the month in full with a capital letter and don't pad the "
         "day: `March 5, 2024`, not `March 05, 2024` or `Mar 5, 2024`.",
         "- Never swap day and month: in DD/MM/YYYY, e.g. `04/07/2023` is 4 July, not April 7.",
+        # A purpose says when, as a condition does.
+        "- To add N days, first use up the days left in the current month, then go on month "
+        "by month until the rest fits in a month.",
     ],
     "letters": [
         "- To count letters, first spell the word out one letter per line, then count the lines.",
@@ -196,6 +199,7 @@ def test_a_persons_rules_pass_on_held_out_kinds(kinds: dict[tuple[str, int], Pat
     ("dates", 0, "- Write the date as YYYY-MM-DD."),
     ("dates", 0, "- Use YYYY-MM-DD, not MM/DD/YYYY."),  # the other form is what not to write
     ("dates", 0, "- Write the date in DD/MM/YYYY, then check it."),  # what to write, not a scope
+    ("dates", 0, "- Count the days left in the current month first."),  # one question's days
     ("units", 7, "- Write the unit symbol, not the name of the unit."),  # no condition
     ("units", 7, "- Limit your reply to the expected answer."),  # the reference
     ("units", 7, "- Compare your reply to the answer."),

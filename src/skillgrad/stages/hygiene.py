@@ -516,6 +516,8 @@ def _says_when(text: str) -> bool:
             or any(_IN_FORM.search(x) for x in SENTENCE_END.split(text)))
 
 _FOR = re.compile(r"\bfor\s+((?:[a-z]+\s+){0,2}[a-z]+)", re.I)
+# ... or a purpose a sentence begins with ("To add N days to a date, ..."): what it is for.
+_PURPOSE = re.compile(r"(?:^|[.!?;:]\s+|\n)[\s*+\-]*to\s+([^,;.!?\n]{1,60}),", re.I)
 # A thing a rule presumes every task has: the word after "the" or a possessive, or after one
 # word more ("just the date", "the full date", "your final answer"). "a year", "each date" are
 # whatever such thing a task holds: "Write a year as its four digits" applies where one is.
@@ -895,7 +897,8 @@ def _narrow_quote(text: str, mine: list[str], own: list[str],
         if (asking and len(asking) < SCAFFOLD_SHARE * n_tasks
                 and counts.get(w, 0) == len(asking) and _rare_shape(asking, evidence)):
             narrow.append((w, asking[0]))
-    kinds = {w for found in _FOR.findall(text) for w in words(found)}
+    kinds = {w for found in (*_FOR.findall(text), *_PURPOSE.findall(text))
+             for w in words(found)}
     if not narrow or any(w in kinds for w, _ in narrow):  # "For a date, ..." says when
         return None
     return Quote("narrow", *narrow[0])
