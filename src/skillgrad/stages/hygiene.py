@@ -454,8 +454,8 @@ _INTRODUCED = re.compile(r"(?:^|[.!?:]\s+|\n\s*)(?:A|An)\s+([a-z]+)(?:\s+([a-z]+
 # A question: a sentence (or line) that ends in a question mark.
 _QUESTION = re.compile(r"[^.?!\n]*\?")
 # A rule that says when it applies: a condition anywhere in it ("For a question that asks
-# when, ...", "A question that says ... wants ..." are ones too), a label before a colon ("Dates: ...", "Rule year: ..."), or "for"
-# before the kind it names ("For a date, ...").
+# when, ...", "A question that says ... wants ..." are ones too), a label before a colon
+# ("Dates: ...", "Rule year: ..."), or "for" before the kind it names ("For a date, ...").
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless|where|whether|in\s+case|"
                         r"(?:for\s+)?(?:(?:a|an|any|each|every)\s+(?:question|task|request)|"
                         r"(?:questions|tasks|requests))\s+(?:that|which)(?!\s+(?:you|we|i)\b))\b",
