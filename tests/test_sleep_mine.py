@@ -170,11 +170,13 @@ def test_the_tasks_train_a_skill_behind_the_gate(tmp_path: Path) -> None:
     def target(request: ChatRequest) -> str:
         skill, prompt = request.messages[0].text(), request.messages[1].text()
         name = prompt.split()[-1]
-        return f"Changed {name}" if "Name the file you change." in skill else "Fixed it."
+        return f"Changed {name}" if "Begin with the path of the file you change." in skill \
+            else "Fixed it."
 
     def optimizer(request: ChatRequest) -> str:
         return json.dumps({"edits": [{"op": "append", "content":
-                                      "- Name the file you change."}], "reasoning": "r"})
+                                      "- Begin with the path of the file you change."}],
+                           "reasoning": "r"})
 
     raw = {"model": {"target": {"backend": "scripted", "function": f"{__name__}:_target"},
                      "optimizer": {"backend": "scripted", "function": f"{__name__}:_optimizer"}},
@@ -186,7 +188,8 @@ def test_the_tasks_train_a_skill_behind_the_gate(tmp_path: Path) -> None:
     _target, _optimizer = target, optimizer
     summary = build_trainer(validate(raw, {}, tmp_path), tmp_path / "run").fit()
     assert summary["selection"]["initial"] == 0.0 and summary["selection"]["best"] == 1.0
-    assert "- Name the file you change." in (tmp_path / "run" / "best_skill.md").read_text()
+    assert "- Begin with the path of the file you change." in (
+        tmp_path / "run" / "best_skill.md").read_text()
 
 
 def _target(request: ChatRequest) -> str:  # replaced in the test above

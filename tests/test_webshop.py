@@ -569,8 +569,10 @@ def test_the_name_webshop_is_registered() -> None:
     assert environment_class("webshop") is WebShopEnvironment
 
 
-ROUTE_RULE = ("Search with the instruction's words, open the product it describes, click every "
-              "option it asks for, then click Buy Now.")
+# Something the shipped skill does not say in its own words (its four steps said again are left
+# out as the skill again).
+ROUTE_RULE = ("Take the route the instruction gives, in order: its words as the query, the "
+              "product it describes, every option it asks for, Buy Now.")
 ROUTES: dict[str, list[str]] = {}
 
 
