@@ -1051,9 +1051,8 @@ def _lists_forms(sentence: str, asked: set[tuple[str, ...]]) -> bool:
     for the first): alternatives, not one form fixed. A form named as what not to write ("Use
     DD/MM/YYYY, not MM/DD/YYYY") is none."""
     named: set[tuple[str, ...]] = set()
-    for m in _FORM.finditer(sentence):
-        run = tuple(words(m.group(0)))
-        if len(run) >= 2 and not _NOT_THIS.search(sentence[: m.start()]):
+    for run, m in _form_matches(sentence):
+        if not _NOT_THIS.search(sentence[: m.start()]):
             named |= _asked_in(run, asked) or {run}
     return len(named) >= 2
 
@@ -1125,8 +1124,14 @@ def _forms(sentence: str) -> set[tuple[str, ...]]:
 def _form_spans(text: str) -> list[tuple[tuple[str, ...], str]]:
     """Each form of :func:`_forms` in ``text`` with its text as written: two placeholders at
     least, one of two letters or more ("HH:MM", "Month D, YYYY"; not "B, C", not "USD")."""
-    found = [(tuple(words(m.group(0))), m.group(0).rstrip(", ")) for m in _FORM.finditer(text)]
-    return [(f, raw) for f, raw in found if len(f) >= 2 and any(len(w) >= 2 for w in f)]
+    return [(f, m.group(0).rstrip(", ")) for f, m in _form_matches(text)]
+
+
+def _form_matches(text: str) -> list[tuple[tuple[str, ...], re.Match[str]]]:
+    """The matches of :data:`_FORM` in ``text`` that are forms (:func:`_form_spans`), each with
+    its words."""
+    found = [(tuple(words(m.group(0))), m) for m in _FORM.finditer(text)]
+    return [(f, m) for f, m in found if len(f) >= 2 and any(len(w) >= 2 for w in f)]
 
 
 # The words around a form that name it a form ("in the format X", "in 'X' format").
