@@ -56,6 +56,32 @@ def test_append_adds_content_after_a_blank_line() -> None:
     assert new == SKILL + "\nNew rule.\n"
 
 
+@pytest.mark.parametrize(
+    ("skill", "content", "expected"),
+    [
+        # a rule after the skill's rules continues their list
+        ("# T\n\n- Read it.\n- Answer it.\n", "- Be brief.",
+         "# T\n\n- Read it.\n- Answer it.\n- Be brief.\n"),
+        ("# T\n\nRules:\n- Read it.\n  Then read it again.\n", "- Be brief.",
+         "# T\n\nRules:\n- Read it.\n  Then read it again.\n- Be brief.\n"),
+        ("# T\n\n1. Read it.\n2. Answer it.\n", "3. Check it.",
+         "# T\n\n1. Read it.\n2. Answer it.\n3. Check it.\n"),
+        # after a paragraph, a list of another kind, or content that is no item: a blank line
+        ("# T\n\nRead it.\n", "- Be brief.", "# T\n\nRead it.\n\n- Be brief.\n"),
+        ("# T\n\n1. Read it.\n", "- Be brief.", "# T\n\n1. Read it.\n\n- Be brief.\n"),
+        ("# T\n\n- Read it.\n", "Be brief.", "# T\n\n- Read it.\n\nBe brief.\n"),
+        ("# T\n\n- Read it.\n\nThat is all.\n", "- Be brief.",
+         "# T\n\n- Read it.\n\nThat is all.\n\n- Be brief.\n"),
+    ],
+)
+def test_an_appended_item_continues_the_list_the_skill_ends_with(
+    skill: str, content: str, expected: str
+) -> None:
+    new, out = _one(skill, Edit(op="append", content=content))
+    assert out.status == "applied"
+    assert new == expected
+
+
 def test_insert_after_exact_anchor() -> None:
     edit = Edit(
         op="insert_after", anchor="- Always cite the source of a fact.", content="- Quote it."

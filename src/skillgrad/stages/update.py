@@ -48,7 +48,13 @@ from skillgrad.package import (
     unparseable,
 )
 from skillgrad.records import ApplyReport, Edit, EditOutcome
-from skillgrad.skill import Block, neutralise_markers, protected_spans, remove_span
+from skillgrad.skill import (
+    LIST_ITEM,
+    Block,
+    neutralise_markers,
+    protected_spans,
+    remove_span,
+)
 
 __all__ = ["IDLE_REASONS", "apply_edits"]
 
@@ -246,7 +252,9 @@ def _frozen(text: str) -> list[tuple[str, str]]:
 
 
 def _append(text: str, content: str) -> str:
-    """Append at the end, but before any protected blocks that end the document."""
+    """Append at the end, but before any protected blocks that end the document. A list item
+    added after a list item continues that list (no blank line between them: a person writes
+    one list, not a list and a second one)."""
     if content in text:
         raise _Skip("duplicate content")
     cut = len(text)
@@ -255,8 +263,24 @@ def _append(text: str, content: str) -> str:
             break
         cut = block.start
     head, tail = text[:cut].rstrip(), text[cut:]
-    new = f"{head}\n\n{content}" if head else content
+    joint = "\n" if _list_kind(content) and _ends_in_list(head) == _list_kind(content) else "\n\n"
+    new = f"{head}{joint}{content}" if head else content
     return f"{new}\n\n{tail}" if tail else f"{new}\n"
+
+
+def _list_kind(line: str) -> str:
+    """"bullet" or "number" for a list item's line, "" for any other."""
+    item = LIST_ITEM.match(line)
+    return "" if item is None else "number" if item.group(0).strip()[:1].isdigit() else "bullet"
+
+
+def _ends_in_list(text: str) -> str:
+    """The kind of list (:func:`_list_kind`) ``text``'s last paragraph is, "" where it is none:
+    its last line is an item or an item's indented continuation, and the kind is that item's."""
+    block = text[text.rfind("\n\n") + 1 :].strip("\n").splitlines()
+    if not block or (not _list_kind(block[-1]) and block[-1][:1] not in (" ", "\t")):
+        return ""
+    return _list_kind(next(x for x in reversed(block) if _list_kind(x)))
 
 
 def _insert_after(text: str, match: _Match, content: str) -> str:
