@@ -1449,7 +1449,7 @@ def test_one_reply_keeps_one_of_its_restatements_and_a_rule_written_again_is_no_
     assert patch.restated == ("'- Reply with only the answer.' restates the same reply's "
                               "'- Reply with the answer only.'; left out",)
     assert [r.item.content for r in patch.refused] == [
-        "- Reply with the answer, as read from the reply"]
+        "- Reply with the answer, as read from the reply."]
 
 
 def test_restates_needs_most_words_of_both() -> None:

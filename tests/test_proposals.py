@@ -242,6 +242,21 @@ def test_a_rule_becomes_an_appended_bullet() -> None:
 
 
 @pytest.mark.parametrize(("rule", "content"), [
+    # A rule written without the full stop ends its sentence (reading-set analysts' words).
+    ("Remove the quotes from the reply", "- Remove the quotes from the reply."),
+    ("Round to 2", "- Round to 2."),
+    # One that ends on a mark, or stops mid-sentence, is left as it was written.
+    ("End with `Answer: <your answer>`", "- End with `Answer: <your answer>`"),
+    ("Write the date (DD/MM/YYYY)", "- Write the date (DD/MM/YYYY)"),
+    ("Is the unit right?", "- Is the unit right?"),
+    ("If the question names a unit, use", "- If the question names a unit, use"),
+    ("Before you answer, remove the", "- Before you answer, remove the"),
+])
+def test_a_rule_that_ends_on_a_word_ends_its_sentence(rule: str, content: str) -> None:
+    assert rule_edit(rule, 1).content == content
+
+
+@pytest.mark.parametrize(("rule", "content"), [
     # Written by the unit-conversion set's analysts as an order to edit the skill.
     ("- Add '- Use the unit symbol 'mL' for millilitres.'",
      "- Use the unit symbol 'mL' for millilitres."),

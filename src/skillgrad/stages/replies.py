@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from skillgrad.models.ask_json import strict_schema
 from skillgrad.records import Edit, EditOp, SuggestionType
 from skillgrad.skill import editable_lines
+from skillgrad.stages.hygiene import unfinished_quote
 
 
 def as_support(v: object) -> int:
@@ -130,6 +131,10 @@ _EXPECTED = re.compile(r"\b(?:(?:the|an) )?expected (answers?)\b", re.I)
 _EXPECTED_OTHER = re.compile(r"\b(the|an?) expected (?=\w)", re.I)
 
 
+# A rule's last sentence that stops on a word or number, with no mark to end it.
+_ENDS_ON_WORD = re.compile(r"[^\W_]$")
+
+
 # A rule written as an order to edit the skill: "Add '- Use the unit symbol.'", "Append the
 # line: \"- Reply with ...\"". The bullet it quotes is the rule.
 _WRAPPED = re.compile(
@@ -141,13 +146,18 @@ def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
     """A plain rule as the edit it deterministically becomes: one bullet at the skill's end,
     with the prompt's "expected answer" put in the agent's words ("the answer"), and any
     other "expected" thing in the request's ("the requested product attributes"). A rule
-    that orders the bullet added ("Add '- ...'") is the bullet it quotes."""
+    that orders the bullet added ("Add '- ...'") is the bullet it quotes. A rule that ends on
+    a word ends its sentence, as a person writes it ("- Remove the quotes from the reply."),
+    unless it stops mid-sentence (:func:`~skillgrad.stages.hygiene.unfinished_quote`: "If the
+    question names a unit, use" is refused as it was written)."""
     text = " ".join(rule.split()).removeprefix("- ").strip()
     wrapped = _WRAPPED.match(text)
     text = wrapped.group("rule").strip() if wrapped else text
     text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
     text = _EXPECTED_OTHER.sub(lambda m: _cased(
         "the requested " if m.group(1).lower() == "the" else "a requested ", m.group(0)), text)
+    if _ENDS_ON_WORD.search(text) and unfinished_quote(text) is None:
+        text += "."
     return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
 
 
