@@ -333,6 +333,11 @@ def test_general_rules_pass_and_the_skills_own_words_never_count() -> None:
     ("Use the glob tool to look up filenames by glob pattern for Task 1", "unseen", "Task 1"),
     ("Use the Task tool to search for the file for Task 5 and Task 6", "unseen",
      "Task 5 and Task 6"),
+    # Written by a unit-conversion analyst in lower case (and screened, before this check
+    # read any case); a merge's "proposal 2" is no more the agent's.
+    ("Reply with 'Answer: <number> millilitres' for task 1 and 2.", "unseen", "task 1 and 2"),
+    ("Convert the mass as in tasks 3, 4 and 5.", "unseen", "tasks 3, 4 and 5"),
+    ("Keep the unit symbol, as proposal 2 says.", "unseen", "proposal 2"),
 ])
 def test_a_rule_about_what_the_agent_never_sees_is_refused(rule: str, kind: str,
                                                             phrase: str) -> None:

@@ -158,8 +158,10 @@ _UNSEEN: tuple[re.Pattern[str], ...] = (
     # answer is expected is what the agent is asked to find, not something it is told.
     re.compile(r"\bthe\s+[\"'“‘][^\"'”’\n]{1,40}[\"'”’]\s+"
                r"(?:expected\s+|correct\s+|gold\s+|right\s+)?answers?\b", re.IGNORECASE),
-    # The numbers the analysts' prompts give the tasks they show ("### Task 3").
-    re.compile(r"\bTasks?\s+#?\d+(?:\s*(?:,|and|or)\s*(?:Task\s+)?#?\d+)*\b"),
+    # The numbers the analysts' prompts give the tasks they show ("### Task 3"), and those the
+    # merge's prompt gives the proposals ("### Proposal 2"), however cased ("for task 1 and 2").
+    re.compile(r"\b(?:tasks?|proposals?)\s+#?\d+(?:\s*(?:,|and|or)\s*(?:(?:tasks?|proposals?)\s+)?"
+               r"#?\d+)*\b", re.IGNORECASE),
 )
 # The reply cut down to the answer ("limit your reply to the answer", "keep the answer line to
 # the answer itself"): a form the agent can follow, not its reply held against the reference
