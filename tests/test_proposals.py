@@ -250,6 +250,7 @@ def test_a_rule_becomes_an_appended_bullet() -> None:
     ("Write the date (DD/MM/YYYY)", "- Write the date (DD/MM/YYYY)"),
     ("Is the unit right?", "- Is the unit right?"),
     ("If the question names a unit, use", "- If the question names a unit, use"),
+    ("Answer: <number> grams", "- Answer: <number> grams"),
     ("Before you answer, remove the", "- Before you answer, remove the"),
 ])
 def test_a_rule_that_ends_on_a_word_ends_its_sentence(rule: str, content: str) -> None:

@@ -131,8 +131,11 @@ _EXPECTED = re.compile(r"\b(?:(?:the|an) )?expected (answers?)\b", re.I)
 _EXPECTED_OTHER = re.compile(r"\b(the|an?) expected (?=\w)", re.I)
 
 
-# A rule's last sentence that stops on a word or number, with no mark to end it.
+# A rule's last sentence that stops on a word or number, with no mark to end it; and a rule
+# that is a line to write as it stands ("Answer: <number> grams"), whose end a full stop would
+# change.
 _ENDS_ON_WORD = re.compile(r"[^\W_]$")
+_LABEL_LINE = re.compile(r"^[A-Za-z]+:\s")
 
 
 # A rule written as an order to edit the skill: "Add '- Use the unit symbol.'", "Append the
@@ -148,15 +151,17 @@ def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
     other "expected" thing in the request's ("the requested product attributes"). A rule
     that orders the bullet added ("Add '- ...'") is the bullet it quotes. A rule that ends on
     a word ends its sentence, as a person writes it ("- Remove the quotes from the reply."),
-    unless it stops mid-sentence (:func:`~skillgrad.stages.hygiene.unfinished_quote`: "If the
-    question names a unit, use" is refused as it was written)."""
+    unless it is a line to write as it stands ("- Answer: <number> grams") or stops
+    mid-sentence (:func:`~skillgrad.stages.hygiene.unfinished_quote`: "If the question names a
+    unit, use" is refused as it was written)."""
     text = " ".join(rule.split()).removeprefix("- ").strip()
     wrapped = _WRAPPED.match(text)
     text = wrapped.group("rule").strip() if wrapped else text
     text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
     text = _EXPECTED_OTHER.sub(lambda m: _cased(
         "the requested " if m.group(1).lower() == "the" else "a requested ", m.group(0)), text)
-    if _ENDS_ON_WORD.search(text) and unfinished_quote(text) is None:
+    if (_ENDS_ON_WORD.search(text) and not _LABEL_LINE.match(text)
+            and unfinished_quote(text) is None):
         text += "."
     return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
 
