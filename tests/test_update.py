@@ -72,6 +72,7 @@ def test_append_adds_content_after_a_blank_line() -> None:
         ("# T\n\n- Read it.\n", "Be brief.", "# T\n\n- Read it.\n\nBe brief.\n"),
         ("# T\n\n- Read it.\n\nThat is all.\n", "- Be brief.",
          "# T\n\n- Read it.\n\nThat is all.\n\n- Be brief.\n"),
+        ("# T\n\n    print(1)\n", "- Be brief.", "# T\n\n    print(1)\n\n- Be brief.\n"),
     ],
 )
 def test_an_appended_item_continues_the_list_the_skill_ends_with(

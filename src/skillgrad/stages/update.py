@@ -280,7 +280,7 @@ def _ends_in_list(text: str) -> str:
     block = text[text.rfind("\n\n") + 1 :].strip("\n").splitlines()
     if not block or (not _list_kind(block[-1]) and block[-1][:1] not in (" ", "\t")):
         return ""
-    return _list_kind(next(x for x in reversed(block) if _list_kind(x)))
+    return next((_list_kind(x) for x in reversed(block) if _list_kind(x)), "")
 
 
 def _insert_after(text: str, match: _Match, content: str) -> str:
