@@ -263,7 +263,8 @@ def _append(text: str, content: str) -> str:
             break
         cut = block.start
     head, tail = text[:cut].rstrip(), text[cut:]
-    joint = "\n" if _list_kind(content) and _ends_in_list(head) == _list_kind(content) else "\n\n"
+    kind = _list_kind(content)
+    joint = "\n" if kind and _ends_in_list(head) == kind else "\n\n"
     new = f"{head}{joint}{content}" if head else content
     return f"{new}\n\n{tail}" if tail else f"{new}\n"
 
