@@ -592,8 +592,22 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
     quote = find_quote("- Before you answer, ensure that the time is written in the format "
                        "hh:mm.", times)
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "hh mm")
-    assert clean_text("- Write the time as hh:mm:ss.", times).clean == (
-        "- Write the time as the format the task asks for (HH:MM:SS or HH:MM).")
+    # What the sentence said before the form is worded for the format it now names: "as" and
+    # "formatted as" read "in"; "a time format such as" goes; "the same as" compares, and stays.
+    for rule, clean in (
+            ("- Write the time as hh:mm:ss.",
+             "- Write the time in the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Make sure the time is formatted as HH:MM:SS.",
+             "- Make sure the time is in the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Check that the time is formatted in HH:MM.",
+             "- Check that the time is in the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- As HH:MM:SS, write the duration.",
+             "- In the format the task asks for (HH:MM:SS or HH:MM), write the duration."),
+            ("- Use a time format such as HH:MM:SS.",
+             "- Use the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Make the reply the same as HH:MM:SS.",
+             "- Make the reply the same as the format the task asks for (HH:MM:SS or HH:MM).")):
+        assert clean_text(rule, times).clean == clean, rule
     # Screened on the times set as "- Use the correct the format the task asks for ...": the
     # article and the words that qualify the form go with it.
     for rule in ("- Use the correct HH:MM:SS format for the answer.",
@@ -1515,7 +1529,7 @@ def test_an_analysts_one_format_for_every_question_goes_on_as_the_format_each_as
                     ReflectSettings(form="rules", max_edits=2), "", 0,
                     Evidence.of(failed, tasks), tasks=tasks)
     assert [e.content for e in patch.edits] == [
-        "- Before you answer, ensure the date is formatted as the format the task asks for "
+        "- Before you answer, ensure the date is in the format the task asks for "
         "(DD/MM/YYYY, YYYY-MM-DD or Month D, YYYY)."]
     assert [(r.item.content, r.reason.split(":")[1].strip()) for r in patch.refused] == [
         ("YYYY-MM-DD", "makes a form that training item 'd2' asks for a rule for every task, "

@@ -1169,15 +1169,25 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
         trail = m.group(0)[len(m.group(0).rstrip(", )")):]  # what the form's match took after it
         return f"{m.group('open') or ''}{lead}the format the task asks for ({listed}){trail}"
 
-    return _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
+    text = _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
+    return _AS_POINTED.sub(lambda m: "In " if m.group(0)[0].isupper() else "in ", text)
 
 
 # An article, and the words that qualify a format, before the format the task asks for where it
-# replaced a form: "Use the correct HH:MM:SS format" is not "Use the correct the format ...".
+# replaced a form: "Use the correct HH:MM:SS format" is not "Use the correct the format ...",
+# and "Use a time format such as HH:MM:SS" is not "a time format such as the format ...".
 _BEFORE_POINTED = re.compile(r"\b(?:the|a|an|this|that)\s+(?:(?:correct|right|proper|exact|"
                              r"same|specific|required|requested|appropriate|standard|given|"
-                             r"expected|following)\s+)*(?=the format the task asks for\b)",
-                             re.I)
+                             r"expected|following)\s+)*(?:(?:[a-z]+\s+)?format,?\s+such\s+as\s+)?"
+                             r"(?=the format the task asks for\b)", re.I)
+
+
+# What a sentence said before the form it fixed, which reads wrong before the format the task
+# asks for: "the date is formatted as DD/MM/YYYY" is "the date is in the format ...", not
+# "formatted as the format ...", and "write the time as hh:mm" is "write the time in the format
+# ...". "The same as" compares, and stays.
+_AS_POINTED = re.compile(r"\b(?:formatted\s+(?:as|in|like|to)|(?<!same\s)(?:as|like))"
+                         r"\s+(?=the format the task asks for\b)", re.I)
 
 
 def _rare_shape(asking: Sequence[str], evidence: Evidence) -> bool:
