@@ -605,6 +605,11 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
              "- In the format the task asks for (HH:MM:SS or HH:MM), write the duration."),
             ("- Use a time format such as HH:MM:SS.",
              "- Use the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Work out the time, then format it as HH:MM.",
+             "- Work out the time, then write it in the format the task asks for (HH:MM:SS or "
+             "HH:MM)."),
+            ("- Format the duration as HH:MM:SS.",
+             "- Write the duration in the format the task asks for (HH:MM:SS or HH:MM)."),
             ("- Make the reply the same as HH:MM:SS.",
              "- Make the reply the same as the format the task asks for (HH:MM:SS or HH:MM).")):
         assert clean_text(rule, times).clean == clean, rule

@@ -1170,6 +1170,8 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
         return f"{m.group('open') or ''}{lead}the format the task asks for ({listed}){trail}"
 
     text = _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
+    text = _FORMAT_AS_POINTED.sub(lambda m: f"{'W' if m[0][0].isupper() else 'w'}rite {m[1]} in ",
+                                  text)
     return _AS_POINTED.sub(lambda m: "In " if m.group(0)[0].isupper() else "in ", text)
 
 
@@ -1185,7 +1187,10 @@ _BEFORE_POINTED = re.compile(r"\b(?:the|a|an|this|that)\s+(?:(?:correct|right|pr
 # What a sentence said before the form it fixed, which reads wrong before the format the task
 # asks for: "the date is formatted as DD/MM/YYYY" is "the date is in the format ...", not
 # "formatted as the format ...", and "write the time as hh:mm" is "write the time in the format
-# ...". "The same as" compares, and stays.
+# ...", as "format it as hh:mm" is "write it in the format ...". "The same as" compares, and
+# stays.
+_FORMAT_AS_POINTED = re.compile(r"\bformat\s+(it|them|(?:the|your|each|every)\s+[a-z]+)\s+"
+                                r"(?:as|in|like|to)\s+(?=the format the task asks for\b)", re.I)
 _AS_POINTED = re.compile(r"\b(?:formatted\s+(?:as|in|like|to)|(?<!same\s)(?:as|like))"
                          r"\s+(?=the format the task asks for\b)", re.I)
 
