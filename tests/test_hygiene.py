@@ -593,7 +593,8 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
                        "hh:mm.", times)
     assert quote is not None and (quote.kind, quote.quoted) == ("form", "hh mm")
     # What the sentence said before the form is worded for the format it now names: "as" and
-    # "formatted as" read "in"; "a time format such as" goes; "the same as" compares, and stays.
+    # "formatted as" read "in"; "a time format such as" and "the same format as" go; "such as"
+    # after another word gives an example and "the same as" compares: both stay.
     for rule, clean in (
             ("- Write the time as hh:mm:ss.",
              "- Write the time in the format the task asks for (HH:MM:SS or HH:MM)."),
@@ -605,6 +606,12 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
              "- In the format the task asks for (HH:MM:SS or HH:MM), write the duration."),
             ("- Use a time format such as HH:MM:SS.",
              "- Use the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Use formats such as HH:MM:SS.",
+             "- Use the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Use the same format as HH:MM:SS.",
+             "- Use the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Use any layout, such as HH:MM:SS.",
+             "- Use any layout, such as the format the task asks for (HH:MM:SS or HH:MM)."),
             ("- Work out the time, then format it as HH:MM.",
              "- Work out the time, then write it in the format the task asks for (HH:MM:SS or "
              "HH:MM)."),

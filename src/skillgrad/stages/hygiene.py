@@ -1176,22 +1176,25 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
 
 
 # An article, and the words that qualify a format, before the format the task asks for where it
-# replaced a form: "Use the correct HH:MM:SS format" is not "Use the correct the format ...",
-# and "Use a time format such as HH:MM:SS" is not "a time format such as the format ...".
-_BEFORE_POINTED = re.compile(r"\b(?:the|a|an|this|that)\s+(?:(?:correct|right|proper|exact|"
-                             r"same|specific|required|requested|appropriate|standard|given|"
-                             r"expected|following)\s+)*(?:(?:[a-z]+\s+)?format,?\s+such\s+as\s+)?"
-                             r"(?=the format the task asks for\b)", re.I)
+# replaced a form: "Use the correct HH:MM:SS format" is not "Use the correct the format ...".
+# So is a format the form was given as an example or a likeness of: "Use a time format such as
+# HH:MM:SS" and "Use the same format as HH:MM:SS" are not "... format such as the format ...".
+_QUALIFYING = (r"(?:correct|right|proper|exact|same|specific|required|requested|appropriate|"
+               r"standard|given|expected|following)")
+_BEFORE_POINTED = re.compile(
+    rf"\b(?:the|a|an|this|that)\s+(?:{_QUALIFYING}\s+)*(?=the format the task asks for\b)|"
+    rf"\b(?:(?:the|a|an|this|that)\s+(?:{_QUALIFYING}\s+)*(?:[a-z]+\s+)?)?formats?,?\s+"
+    rf"(?:such\s+)?as\s+(?=the format the task asks for\b)", re.I)
 
 
 # What a sentence said before the form it fixed, which reads wrong before the format the task
 # asks for: "the date is formatted as DD/MM/YYYY" is "the date is in the format ...", not
 # "formatted as the format ...", and "write the time as hh:mm" is "write the time in the format
-# ...", as "format it as hh:mm" is "write it in the format ...". "The same as" compares, and
-# stays.
+# ...", as "format it as hh:mm" is "write it in the format ...". "Such as" gives an example and
+# "the same as" compares: both stay.
 _FORMAT_AS_POINTED = re.compile(r"\bformat\s+(it|them|(?:the|your|each|every)\s+[a-z]+)\s+"
                                 r"(?:as|in|like|to)\s+(?=the format the task asks for\b)", re.I)
-_AS_POINTED = re.compile(r"\b(?:formatted\s+(?:as|in|like|to)|(?<!same\s)(?:as|like))"
+_AS_POINTED = re.compile(r"\b(?:formatted\s+(?:as|in|like|to)|(?<!such\s)(?<!same\s)(?:as|like))"
                          r"\s+(?=the format the task asks for\b)", re.I)
 
 
