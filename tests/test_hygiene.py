@@ -617,6 +617,8 @@ def test_a_form_only_some_requests_ask_for_is_not_a_rule_for_every_task() -> Non
              "HH:MM)."),
             ("- Format the duration as HH:MM:SS.",
              "- Write the duration in the format the task asks for (HH:MM:SS or HH:MM)."),
+            ("- Before you answer, format as HH:MM:SS.",
+             "- Before you answer, write in the format the task asks for (HH:MM:SS or HH:MM)."),
             ("- Make the reply the same as HH:MM:SS.",
              "- Make the reply the same as the format the task asks for (HH:MM:SS or HH:MM).")):
         assert clean_text(rule, times).clean == clean, rule

@@ -1170,8 +1170,8 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
         return f"{m.group('open') or ''}{lead}the format the task asks for ({listed}){trail}"
 
     text = _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
-    text = _FORMAT_AS_POINTED.sub(lambda m: f"{'W' if m[0][0].isupper() else 'w'}rite {m[1]} in ",
-                                  text)
+    text = _FORMAT_AS_POINTED.sub(
+        lambda m: f"{'W' if m[0][0].isupper() else 'w'}rite {m[1] + ' ' if m[1] else ''}in ", text)
     return _AS_POINTED.sub(lambda m: "In " if m.group(0)[0].isupper() else "in ", text)
 
 
@@ -1183,7 +1183,7 @@ _QUALIFYING = (r"(?:correct|right|proper|exact|same|specific|required|requested|
                r"standard|given|expected|following)")
 _BEFORE_POINTED = re.compile(
     rf"\b(?:the|a|an|this|that)\s+(?:{_QUALIFYING}\s+)*(?=the format the task asks for\b)|"
-    rf"\b(?:(?:the|a|an|this|that)\s+(?:{_QUALIFYING}\s+)*(?:[a-z]+\s+)?)?formats?,?\s+"
+    rf"\b(?:(?:the|a|an|this|that)\s+(?:{_QUALIFYING}\s+)*(?:[a-z]+\s+)?formats?|formats),?\s+"
     rf"(?:such\s+)?as\s+(?=the format the task asks for\b)", re.I)
 
 
@@ -1192,7 +1192,7 @@ _BEFORE_POINTED = re.compile(
 # "formatted as the format ...", and "write the time as hh:mm" is "write the time in the format
 # ...", as "format it as hh:mm" is "write it in the format ...". "Such as" gives an example and
 # "the same as" compares: both stay.
-_FORMAT_AS_POINTED = re.compile(r"\bformat\s+(it|them|(?:the|your|each|every)\s+[a-z]+)\s+"
+_FORMAT_AS_POINTED = re.compile(r"\bformat\s+(?:(it|them|(?:the|your|each|every)\s+[a-z]+)\s+)?"
                                 r"(?:as|in|like|to)\s+(?=the format the task asks for\b)", re.I)
 _AS_POINTED = re.compile(r"\b(?:formatted\s+(?:as|in|like|to)|(?<!such\s)(?<!same\s)(?:as|like))"
                          r"\s+(?=the format the task asks for\b)", re.I)
