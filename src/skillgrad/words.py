@@ -50,3 +50,9 @@ def stem(word: str) -> str:
 def stems(text: str) -> set[str]:
     """The content words of ``text`` (:func:`content_words`), each as its :func:`stem`."""
     return {stem(w) for w in content_words(text)}
+
+
+def cased(text: str, like: str) -> str:
+    """``text`` with its first letter in the case of ``like``'s: a word put in place of another
+    at the start of a sentence starts it with a capital."""
+    return text[:1].upper() + text[1:] if like[:1].isupper() else text

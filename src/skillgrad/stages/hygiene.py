@@ -55,7 +55,7 @@ from skillgrad import prompts
 from skillgrad.records import Edit, Refused, RejectedStep, RolloutResult, Suggestion, Task
 from skillgrad.skill import LIST_ITEM
 from skillgrad.stages.relation import compare_reply
-from skillgrad.words import FUNCTION_WORDS, content_words, words
+from skillgrad.words import FUNCTION_WORDS, cased, content_words, words
 
 # A run of this many words shared with one task's input quotes it; fewer may be common phrasing.
 INSTANCE_RUN = 6
@@ -1171,8 +1171,8 @@ def _pointed_form(text: str, quote: Quote, evidence: Evidence) -> str | None:
 
     text = _BEFORE_POINTED.sub("", _FORM_SLOT.sub(point, text))
     text = _FORMAT_AS_POINTED.sub(
-        lambda m: f"{'W' if m[0][0].isupper() else 'w'}rite {m[1] + ' ' if m[1] else ''}in ", text)
-    return _AS_POINTED.sub(lambda m: "In " if m.group(0)[0].isupper() else "in ", text)
+        lambda m: cased(f"write {m[1] + ' ' if m[1] else ''}in ", m[0]), text)
+    return _AS_POINTED.sub(lambda m: cased("in ", m[0]), text)
 
 
 # An article, and the words that qualify a format, before the format the task asks for where it

@@ -14,6 +14,7 @@ from skillgrad.models.ask_json import strict_schema
 from skillgrad.records import Edit, EditOp, SuggestionType
 from skillgrad.skill import editable_lines
 from skillgrad.stages.hygiene import unfinished_quote
+from skillgrad.words import cased
 
 
 def as_support(v: object) -> int:
@@ -157,17 +158,13 @@ def rule_edit(rule: str, support: int, rationale: str = "") -> Edit:
     text = " ".join(rule.split()).removeprefix("- ").strip()
     wrapped = _WRAPPED.match(text)
     text = wrapped.group("rule").strip() if wrapped else text
-    text = _EXPECTED.sub(lambda m: _cased("the " + m.group(1).lower(), m.group(0)), text)
-    text = _EXPECTED_OTHER.sub(lambda m: _cased(
+    text = _EXPECTED.sub(lambda m: cased("the " + m.group(1).lower(), m.group(0)), text)
+    text = _EXPECTED_OTHER.sub(lambda m: cased(
         "the requested " if m.group(1).lower() == "the" else "a requested ", m.group(0)), text)
     if (_ENDS_ON_WORD.search(text) and not _LABEL_LINE.match(text)
             and unfinished_quote(text) is None):
         text += "."
     return Edit(op="append", content=f"- {text}", support=support, rationale=rationale)
-
-
-def _cased(text: str, like: str) -> str:
-    return text[:1].upper() + text[1:] if like[:1].isupper() else text
 
 
 def rules_schema(max_rules: int) -> dict[str, Any]:
