@@ -188,6 +188,17 @@ class EvaluationSection(Section):
     gate_no_regression: bool = Field(
         False, description="also reject a candidate that scores lower than the current skill "
         "on any selection task")
+    gate_second_look: int = Field(
+        0, ge=0, le=512, description="a candidate gate_test finds ahead on selection but not "
+        "significantly (p above gate_alpha, at most gate_second_look_below) is scored, with the "
+        "current skill, on this many training tasks no analyst of the run has seen yet; both "
+        "sets together then decide, at the level that adds at most gate_second_look_alpha "
+        "false accepts (0: no second look)")
+    gate_second_look_below: float = Field(
+        0.25, gt=0.0, lt=1.0, description="the largest selection p-value that gets a second look")
+    gate_second_look_alpha: float = Field(
+        0.01, gt=0.0, lt=1.0, description="what the second look may add to the chance that a "
+        "candidate with no real gain is accepted (a normal approximation sets the pooled level)")
     density_bonus_weight: float = Field(
         0.0, ge=0.0, description="gate bonus per unit share of directive words (MUST, ALWAYS, "
         "NEVER, VERIFY, ...) outside protected blocks; 0 = off")
@@ -207,6 +218,15 @@ class EvaluationSection(Section):
                                   or self.gate_no_regression):
             raise ValueError("gate_test, gate_min_margin and gate_no_regression need "
                              "use_gate: true")
+        if self.gate_second_look:
+            if not self.use_gate or self.gate_test == "strict":
+                raise ValueError("gate_second_look needs use_gate: true and gate_test sign or "
+                                 f"bootstrap (it has a p-value to look at again), not "
+                                 f"{'use_gate: false' if not self.use_gate else 'strict'}")
+            if self.gate_second_look_below <= self.gate_alpha:
+                raise ValueError(f"gate_second_look_below ({self.gate_second_look_below:g}) "
+                                 f"must be above gate_alpha ({self.gate_alpha:g}): a p-value at "
+                                 "most gate_alpha is accepted without a second look")
         return self
 
 

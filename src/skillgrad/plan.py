@@ -90,6 +90,9 @@ def plan_run(resolved: ResolvedConfig, env: Environment) -> Plan:
         second = min(g.tie_break, candidates) + 1 if g.tie_break else 0
         plan.add("target", "screen", batch * (candidates + riders + second) * plan.steps,
                  prompt("train"), reply)
+    looks = min(cfg.evaluation.gate_second_look, len(tasks["train"]))
+    if looks:  # at most once a step: the candidate and the current skill on unseen tasks
+        plan.add("target", "second_look", 2 * looks * plan.steps, prompt("train"), reply)
     analysts = math.ceil(batch / g.minibatch_size) * (1 if g.failure_only else 2)
     shown = min(g.max_trajectory_chars // 4, reply + prompt("train")) * g.minibatch_size
     if g.failure_judge:  # at most one review per rollout, of the failed ones

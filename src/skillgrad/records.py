@@ -243,7 +243,9 @@ Decision = Literal["accept_new_best", "accept", "reject", "refused", "skip"]
 class GateDecision(Record):
     """``refused``: the candidate was invalid (over the size cap, a broken rewrite) and was
     never rolled out; ``skip``: there was no candidate. ``p_value`` and ``mean_gain`` come from
-    the honest gate's paired comparison with the current skill."""
+    the honest gate's paired comparison with the current skill; ``second_look``, when the
+    candidate got one, what it found on training tasks no analyst had seen (their count, both
+    skills' scores there, tasks better and worse, the pooled p-value and the level it met)."""
 
     decision: Decision
     metric: str
@@ -256,6 +258,7 @@ class GateDecision(Record):
     p_value: float | None = None
     mean_gain: float | None = None
     bonus: float | None = None
+    second_look: dict[str, Any] | None = None
 
     @property
     def delta(self) -> float | None:

@@ -166,4 +166,6 @@ def gate_rule(cfg: SkillgradConfig) -> GateRule:
                     use_gate=ev.use_gate, test=ev.gate_test, alpha=ev.gate_alpha,
                     min_margin=ev.gate_min_margin, bootstrap_samples=ev.gate_bootstrap_samples,
                     density_weight=ev.density_bonus_weight, seed=cfg.train.seed,
-                    no_regression=ev.gate_no_regression)
+                    no_regression=ev.gate_no_regression, second_look=ev.gate_second_look,
+                    second_look_below=ev.gate_second_look_below,
+                    second_look_alpha=ev.gate_second_look_alpha)

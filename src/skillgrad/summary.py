@@ -61,6 +61,8 @@ def build_summary(
             "alpha": ev.gate_alpha if ev.gate_test != "strict" else None,
             "min_margin": ev.gate_min_margin,
             "density_bonus_weight": ev.density_bonus_weight or None,
+            "second_look": {"tasks": ev.gate_second_look, "below": ev.gate_second_look_below,
+                            "alpha": ev.gate_second_look_alpha} if ev.gate_second_look else None,
         },
         "update": {
             "mode": o.skill_update_mode,

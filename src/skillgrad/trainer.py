@@ -54,7 +54,13 @@ from skillgrad.stages.candidate import (
     size_refusal,
     update_stage,
 )
-from skillgrad.stages.gate import GateRule, decide, directive_density
+from skillgrad.stages.gate import (
+    GateRule,
+    decide,
+    directive_density,
+    second_look,
+    second_look_due,
+)
 from skillgrad.stages.hygiene import Evidence, find_quote, refused_texts
 from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
@@ -530,16 +536,18 @@ class Trainer:
             out[i].append(result)
         return out
 
-    def _extra_tasks(self, batch: Sequence[Task]) -> list[Task]:
+    def _extra_tasks(self, batch: Sequence[Task], epoch: int | None = None,
+                     step: int | None = None) -> list[Task]:
         """As many training tasks as ``batch``, none of them in it, for the screen's second
-        look at candidates that tie (a seeded draw per step; none when ties are not looked at
-        again)."""
+        look at candidates that tie (a seeded draw per step, this one's unless ``epoch`` and
+        ``step`` say which; none when ties are not looked at again)."""
         if not self.cfg.gradient.tie_break:
             return []
         s = self._require_state()
         taken = {t.id for t in batch}
         rest = [t for t in self.train_tasks if t.id not in taken]
-        step_rng(self.cfg.train.seed, s.epoch, s.step, "tie_break").shuffle(rest)
+        step_rng(self.cfg.train.seed, s.epoch if epoch is None else epoch,
+                 s.step if step is None else step, "tie_break").shuffle(rest)
         return rest[:len(batch)]
 
     def _batch(self, j: int) -> tuple[list[Task], Any]:
@@ -583,7 +591,52 @@ class Trainer:
             density = (directive_density(candidate),
                        directive_density(self.run.load_skill(s.current_hash)),
                        directive_density(self.run.load_skill(s.best_hash)))
-        return decide(cand, current, best, rule, density=density)
+        decision = decide(cand, current, best, rule, density=density)
+        if second_look_due(decision, cand, rule):
+            return self._second_look(candidate, decision, cand, current, density[:2])
+        return decision
+
+    def _second_look(self, candidate: str, first: GateDecision, cand: EvalScore,
+                     current: EvalScore, density: tuple[float, ...]) -> GateDecision:
+        """``first`` (a rejection the gate's rule looks at again) decided on the selection
+        tasks and on ``evaluation.gate_second_look`` training tasks no analyst has seen."""
+        s = self._require_state()
+        tasks = self._unseen_tasks(self.gate_rule.second_look)
+        if not tasks:
+            return first.model_copy(update={"reason": (
+                f"{first.reason}; no training task is left that no analyst has seen, for a "
+                "second look")})
+        skill = self.run.load_skill(s.current_hash)
+        stage = "eval:second_look"
+        self._notify("on_stage_start", stage, 2 * len(tasks))
+        outs = self._rollouts([(candidate, tasks), (skill, tasks)], "second_look",
+                              lambda _r: self._notify("on_task_done", stage))
+        self._notify("on_stage_end", stage, 0.0)
+        more = score(outs[0], "second_look", skill_hash(candidate))
+        more_current = score(outs[1], "second_look", s.current_hash)
+        return second_look(first, cand, current, more, more_current, self.gate_rule,
+                           density=(density[0], density[1]))
+
+    def _unseen_tasks(self, n: int) -> list[Task]:
+        """Up to ``n`` training tasks (a seeded draw per step) that no part of the run has
+        used so far: in no batch up to this step's, no screen's second look and no epoch
+        update's sample. Tasks a later step may show an analyst are unseen still: the
+        candidate was made without them."""
+        s = self._require_state()
+        t = self.cfg.train
+        used: set[str] = set()
+        for epoch in range(1, s.epoch + 1):
+            last = s.step if epoch == s.epoch else s.steps_per_epoch - 1
+            for step in range(last + 1):
+                batch = [task for j in range(t.accumulation) for task in self._batches.batch(
+                    epoch, step * t.accumulation + j, t.batch_size)]
+                used |= {task.id for task in batch}
+                used |= {task.id for task in self._extra_tasks(batch, epoch, step)}
+        for update in s.epoch_updates:
+            used |= set(update.tasks)
+        rest = [task for task in self.train_tasks if task.id not in used]
+        step_rng(t.seed, s.epoch, s.step, "second_look").shuffle(rest)
+        return rest[:n]
 
     def _rejected_hashes(self) -> dict[str, int]:
         """The skills the gate rejected in this run (hash -> the global step)."""

@@ -6,6 +6,13 @@ accepts noise: one task flipping from wrong to right is "better". The honest rul
 paired per-task differences instead and accepts only when a sign test or a paired bootstrap
 finds the gain significant at ``alpha``, or when the mean gain reaches a stated margin.
 
+A candidate the honest test finds ahead but not significantly so (its p-value above ``alpha``
+and at most ``second_look_below``) can get a second look: it and the current skill are scored
+on training tasks no analyst of the run has seen yet, and the paired gains of both sets
+together must pass the same test at a stricter level. The level is set, under a normal
+approximation, so that the second look adds at most ``second_look_alpha`` to the chance that a
+candidate without any real gain is accepted (:func:`second_look_level`).
+
 An optional density bonus adds ``weight`` times the share of directive words (MUST, ALWAYS,
 NEVER, VERIFY, ...) outside protected blocks to each skill's score, favouring skills written
 as firm instructions. It is off by default.
@@ -17,6 +24,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from skillgrad.records import EvalScore, GateDecision
 from skillgrad.skill import body_without_blocks
@@ -39,6 +47,9 @@ class GateRule:
     density_weight: float = 0.0
     seed: int = 0
     no_regression: bool = False  # also reject when any selection task gets worse
+    second_look: int = 0  # unseen training tasks for a second look (0: none)
+    second_look_below: float = 0.25
+    second_look_alpha: float = 0.01
 
     def describe(self) -> str:
         """The rule in words, as the summary states it."""
@@ -57,6 +68,10 @@ class GateRule:
             text += f", plus a directive-density bonus of weight {self.density_weight:g}"
         if self.no_regression:
             text += ", and no selection task worse"
+        if self.second_look:
+            text += (f"; a gain with p <= {self.second_look_below:g} gets a second look at "
+                     f"{self.second_look} training tasks no analyst has seen, both sets together "
+                     f"at the level that adds at most {self.second_look_alpha:g} false accepts")
         return text
 
     def value(self, score: EvalScore, density: float = 0.0) -> float:
@@ -101,14 +116,16 @@ def bootstrap_p(gains: list[float], samples: int, rng: random.Random) -> float:
 
 def paired_gains(candidate: EvalScore, current: EvalScore, rule: GateRule) -> list[float]:
     """Per-task metric differences on the tasks both skills were scored on."""
-    w = rule.mixed_weight
-
-    def metric(pair: tuple[float, float]) -> float:
-        hard, soft = pair
-        return {"hard": hard, "soft": soft}.get(rule.metric, (1 - w) * hard + w * soft)
-
     common = sorted(set(candidate.per_task) & set(current.per_task))
-    return [metric(candidate.per_task[t]) - metric(current.per_task[t]) for t in common]
+    return [_metric(candidate.per_task[t], rule) - _metric(current.per_task[t], rule)
+            for t in common]
+
+
+def _metric(pair: tuple[float, float], rule: GateRule) -> float:
+    """One task's (hard, soft) as the rule's metric."""
+    hard, soft = pair
+    w = rule.mixed_weight
+    return {"hard": hard, "soft": soft}.get(rule.metric, (1 - w) * hard + w * soft)
 
 
 def decide(
@@ -199,3 +216,107 @@ def _judge(
     if p <= rule.alpha:
         return True, f"significant gain {mean:+.4f} ({detail} <= {rule.alpha:g})", extra
     return False, f"gain {mean:+.4f} not significant ({detail} > {rule.alpha:g})", extra
+
+
+def second_look_due(first: GateDecision, candidate: EvalScore, rule: GateRule) -> bool:
+    """Whether a rejected candidate gets a second look: the honest test found it ahead on
+    selection, with a p-value above ``alpha`` and at most ``second_look_below`` (not one
+    rejected for a regression, or never loaded by the agent)."""
+    return (rule.use_gate and rule.second_look > 0 and first.decision == "reject"
+            and first.p_value is not None and (first.mean_gain or 0.0) > 0
+            and rule.alpha < first.p_value <= rule.second_look_below
+            and never_loaded(candidate) is None)
+
+
+def second_look_level(n_first: int, n_second: int, alpha: float, below: float,
+                      spend: float) -> float:
+    """The level the pooled test of a second look is held to.
+
+    Under the null (the candidate no better), the first look's statistic Z1 and the second
+    set's Z2 are independent standard normals, and the pooled statistic is
+    ``(sqrt(n1) Z1 + sqrt(n2) Z2) / sqrt(n1 + n2)``. The second look accepts when Z1 fell
+    between the first look's bounds (p in (alpha, below]) and the pooled statistic reaches
+    ``t``; ``t`` is chosen so that this happens with probability ``spend``. The first look's
+    own chance, alpha, is unchanged: together at most ``alpha + spend``."""
+    normal = NormalDist()
+    z_low, z_high = normal.inv_cdf(1 - below), normal.inv_cdf(1 - alpha)
+    root1, root2, root = math.sqrt(n_first), math.sqrt(n_second), math.sqrt(n_first + n_second)
+
+    def chance(t: float) -> float:  # Simpson's rule over the first look's continuation band
+        steps = 200
+        width = (z_high - z_low) / steps
+        total = 0.0
+        for i in range(steps + 1):
+            z = z_low + i * width
+            weight = 1 if i in (0, steps) else (4 if i % 2 else 2)
+            total += weight * normal.pdf(z) * (1 - normal.cdf((t * root - z * root1) / root2))
+        return total * width / 3
+
+    low, high = -10.0, 10.0
+    if chance(low) <= spend:
+        return 1 - normal.cdf(low)
+    for _ in range(60):
+        middle = (low + high) / 2
+        if chance(middle) > spend:
+            low = middle
+        else:
+            high = middle
+    return 1 - normal.cdf(high)
+
+
+def second_look(
+    first: GateDecision,
+    candidate: EvalScore,
+    current: EvalScore,
+    more: EvalScore,
+    more_current: EvalScore,
+    rule: GateRule,
+    *,
+    density: tuple[float, float] = (0.0, 0.0),
+) -> GateDecision:
+    """The gate's decision after a second look: ``first`` (a rejection
+    :func:`second_look_due`) made again on the selection tasks (``candidate``, ``current``)
+    and the unseen training tasks (``more``, ``more_current``) together, at
+    :func:`second_look_level`. ``density``: the candidate's and the current skill's."""
+    bonus = rule.density_weight * (density[0] - density[1])
+    first_gains = [g + bonus for g in paired_gains(candidate, current, rule)]
+    new = [g + bonus for g in paired_gains(more, more_current, rule)]
+    level = second_look_level(len(first_gains), len(new), rule.alpha, rule.second_look_below,
+                              rule.second_look_alpha)
+    gains = first_gains + new
+    mean = sum(gains) / len(gains)
+    if rule.test == "sign":
+        p = sign_test_p(gains)
+    else:
+        seed = f"second look:{rule.seed}:{candidate.skill_hash}:{current.skill_hash}"
+        p = bootstrap_p(gains, rule.bootstrap_samples, random.Random(seed))
+    better, worse = sum(g > 0 for g in new), sum(g < 0 for g in new)
+    common = sorted(set(more.per_task) & set(more_current.per_task))
+    look: dict[str, object] = {
+        "tasks": len(new), "candidate": rule.value(more, density[0]),
+        "current": rule.value(more_current, density[1]), "better": better, "worse": worse,
+        "mean_gain": mean, "p_value": p, "level": level,
+        "per_task": {t: {"candidate": list(more.per_task[t]),
+                         "current": list(more_current.per_task[t])} for t in common}}
+    head = (f"{first.reason}; a second look at {len(new)} training tasks no analyst has seen: "
+            f"{better} better, {worse} worse ({look['candidate']:.3f} against "
+            f"{look['current']:.3f})")
+    n = len(gains)
+    if mean <= 0 or p > level:
+        why = (f"mean gain {mean:+.4f}" if mean <= 0 else
+               f"{rule.test} p = {p:.4f} > {level:.4f}")
+        return first.model_copy(update={"reason": f"{head}; the {n} together do not pass "
+                                                  f"({why})", "second_look": look})
+    reason = f"{head}; the {n} together pass ({rule.test} p = {p:.4f} <= {level:.4f})"
+    if rule.no_regression:
+        worse_ones = len(_regressed(candidate, current, rule)) + worse
+        if worse_ones:
+            return first.model_copy(update={"reason": (
+                f"{reason}, but {worse_ones} of them got worse (no regression allowed)"),
+                "second_look": look})
+    c, b = first.candidate, first.best
+    if c is not None and b is not None and c > b:
+        return first.model_copy(update={"decision": "accept_new_best", "second_look": look,
+                                        "reason": f"{reason}; {c:.4f} > best {b:.4f}"})
+    return first.model_copy(update={"decision": "accept", "reason": reason,
+                                    "second_look": look})
