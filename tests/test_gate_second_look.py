@@ -235,3 +235,50 @@ def test_a_run_killed_during_a_second_look_resumes_exactly(
         if run(cfg, out, Counter()) is not None:
             break
     assert comparable(out) == expected
+
+
+def test_the_plan_counts_a_second_look_at_every_step(toy_dir: Path) -> None:
+    from skillgrad.build import build_environment
+    from skillgrad.plan import plan_run
+
+    looking = load_config(_config(toy_dir, look=6))
+    rows = {(x.role, x.stage): x.calls
+            for x in plan_run(looking, build_environment(looking)).lines}
+    assert rows[("target", "second_look")] == 2 * 6 * 2  # both skills, 6 tasks, 2 steps
+    plain = load_config(_config(toy_dir, look=0))
+    assert ("target", "second_look") not in {
+        (x.role, x.stage) for x in plan_run(plain, build_environment(plain)).lines}
+
+
+def test_the_unseen_tasks_leave_out_every_batch_and_tie_break_so_far(toy_dir: Path) -> None:
+    cfg = toy_config(toy_dir, train={"num_epochs": 2, "steps_per_epoch": 2, "batch_size": 3},
+                     gradient={"proposals": 2, "tie_break": 1},
+                     evaluation={"gate_test": "sign", "gate_second_look": 18})
+    trainer = build_trainer(load_config(cfg), toy_dir / "run")
+    state = trainer.state = trainer._start_or_resume()
+    state.step = 1  # the second step of the first epoch
+    used = set()
+    for step in range(2):
+        batch = trainer._batches.batch(1, step, 3)
+        used |= {t.id for t in batch} | {t.id for t in trainer._extra_tasks(batch, 1, step)}
+    unseen = trainer._unseen_tasks(18)
+    assert len(used) >= 7 and len(unseen) == len(trainer.train_tasks) - len(used)
+    assert not {t.id for t in unseen} & used
+    assert [t.id for t in trainer._unseen_tasks(18)] == [t.id for t in unseen]  # seeded
+    state.epoch, state.step = 2, 0  # a later epoch: the first one's tasks stay used
+    left = {t.id for t in trainer._unseen_tasks(18)}
+    assert left and left < {t.id for t in trainer.train_tasks} - used
+
+
+def test_the_unseen_tasks_leave_out_what_an_epoch_update_compared(toy_dir: Path) -> None:
+    from skillgrad.stages.slow_update import sample_tasks
+
+    cfg = toy_config(toy_dir, train={"num_epochs": 2, "steps_per_epoch": 1, "batch_size": 2},
+                     optimizer={"use_slow_update": True, "slow_update_samples": 5},
+                     evaluation={"gate_test": "sign", "gate_second_look": 18})
+    trainer = build_trainer(load_config(cfg), toy_dir / "run")
+    state = trainer.state = trainer._start_or_resume()
+    state.epoch = 2  # the slow update's gate, before epoch 2's first step
+    compared = {t.id for t in sample_tasks(trainer.train_tasks, 5, 7, 2)}
+    unseen = {t.id for t in trainer._unseen_tasks(18)}
+    assert len(compared) == 5 and unseen and not unseen & compared

@@ -632,8 +632,11 @@ class Trainer:
                     epoch, step * t.accumulation + j, t.batch_size)]
                 used |= {task.id for task in batch}
                 used |= {task.id for task in self._extra_tasks(batch, epoch, step)}
-        for update in s.epoch_updates:
-            used |= set(update.tasks)
+        o = self.cfg.optimizer
+        if o.use_slow_update or o.use_meta_skill:  # each epoch update's sample, this one's too
+            for epoch in range(2, s.epoch + 1):
+                used |= {task.id for task in sample_tasks(
+                    self.train_tasks, o.slow_update_samples, t.seed, epoch)}
         rest = [task for task in self.train_tasks if task.id not in used]
         step_rng(t.seed, s.epoch, s.step, "second_look").shuffle(rest)
         return rest[:n]
