@@ -281,6 +281,9 @@ def second_look(
     bonus = rule.density_weight * (density[0] - density[1])
     first_gains = [g + bonus for g in paired_gains(candidate, current, rule)]
     new = [g + bonus for g in paired_gains(more, more_current, rule)]
+    if not new:
+        return first.model_copy(update={"reason": f"{first.reason}; the second look scored "
+                                                  "no task both skills were rolled out on"})
     level = second_look_level(len(first_gains), len(new), rule.alpha, rule.second_look_below,
                               rule.second_look_alpha)
     gains = first_gains + new
