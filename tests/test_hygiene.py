@@ -1202,6 +1202,31 @@ def test_a_rule_with_a_negation_or_few_words_is_not_the_skill_again() -> None:
     assert restated_part(both + " Check the reviews of that item first.", SHOP) is None
 
 
+def test_a_negated_condition_is_the_skills_otherwise_not_its_opposite() -> None:
+    """A dates analyst wrote "If the context is not given, rely on what you know.", which the
+    skill's "...; otherwise rely on what you know." already says; it was reported as saying the
+    opposite, the "not" in its condition read as negating what it asks for."""
+    from skillgrad.records import Edit
+    from skillgrad.stages.restated import against_skill
+
+    skill = ("# Answering questions\n\n- Use the context when one is given; otherwise rely on "
+             "what you know.\n- Remove any extra words from the reply.\n")
+
+    def verb(rule: str) -> str | None:
+        found = against_skill(Edit(op="append", content=rule), skill)
+        return None if found is None else found[1].split("' ")[-1].split(" ")[0]
+
+    assert verb("- If the context is not given, rely on what you know.") == "restates"
+    assert verb("- Before you answer, if no context is given, rely on what you know.") == \
+        "restates"
+    # A negation in what the rule asks for is the opposite still.
+    assert verb("- Do not use the context when one is given.") == "contradicts"
+    assert verb("- If the context is not given, do not rely on what you know.") == "contradicts"
+    # Beside a part with no "otherwise", a negated condition reads as a negation, as before.
+    skill = "# Answering questions\n\n- Use the context when one is given, and rely on what you know.\n"
+    assert verb("- If the context is not given, rely on what you know.") == "contradicts"
+
+
 def test_two_lines_of_the_skill_joined_by_a_semicolon_are_the_skill_again() -> None:
     """An analyst of a unit-conversion set wrote the question-answering skill's three lines back
     as one rule, the first two joined into one sentence at ";"."""

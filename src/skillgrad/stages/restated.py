@@ -162,6 +162,24 @@ def _negated(text: str) -> bool:
     return bool(set(words(text.replace("'", ""))) & _NEGATIONS)
 
 
+# A rule that opens with a condition: the condition, and what it asks for then.
+_CONDITIONED = re.compile(r"^\W*(?:before you (?:answer|reply)\s*,\s*)?"
+                          r"(?:if|when|whenever|where)\b([^,;]*)[,;]\s*(.+)$", re.I)
+
+
+def _negated_beside(text: str, part: str) -> bool:
+    """Whether ``text`` says the opposite of what ``part`` says in its words, as far as
+    negation goes. A negation only in the text's condition is the part's "otherwise": "If the
+    context is not given, rely on what you know." says the second half of "Use the context when
+    one is given; otherwise rely on what you know." again. "Do not use the context when one is
+    given" negates what it asks for, and reads negated."""
+    found = _CONDITIONED.match(text)
+    if (found and "otherwise" in words(part.lower()) and _negated(found[1])
+            and not _negated(found[2])):
+        return False
+    return _negated(text)
+
+
 def skill_parts(skill: str) -> list[str]:
     """The skill's instructions (:func:`~skillgrad.skill.instructions`, each joined onto one
     line, without its bullet or number), each of their sentences, and each clause of three
@@ -356,9 +374,8 @@ def _holding_part(text: str, skill: str, *, opposite: bool) -> str | None:
     mine = _said(text)
     if len(mine) < RESTATED_MIN_WORDS:
         return None
-    negated = _negated(text)
     for part in skill_parts(skill):
-        if (_negated(part) != negated) != opposite:
+        if (_negated(part) != _negated_beside(text, part)) != opposite:
             continue
         if len(mine - stems(part)) <= len(mine) // 10:
             return part
