@@ -197,6 +197,20 @@ def test_a_run_takes_a_rule_the_unseen_tasks_confirm(toy_dir: Path,
     assert look["tasks"] == 6 and look["better"] >= 4 and look["worse"] == 0
     assert not set(look["per_task"]) & batches  # no task the analyst was shown
     assert RULE in (out / "best_skill.md").read_text()
+    # What the target answered on the second look, for both skills, shown with the step.
+    from skillgrad.runview.rollouts import read_rollouts
+
+    record = json.loads((out / "steps" / "e01-s001" / "record.json").read_text())
+    initial = json.loads((out / "checkpoint.json").read_text())["initial_hash"]
+    looked = [r for r in read_rollouts(out, step="e01-s001").rows
+              if r.source == "e01-s001 second look"]
+    assert len(looked) == 12 and {r.task_id for r in looked} == set(look["per_task"])
+    assert {r.skill for r in looked} == {record["candidate_hash"], initial}
+    assert sum(not r.failed for r in looked if r.skill == initial) < \
+        sum(not r.failed for r in looked if r.skill != initial)
+    from e2e import cli
+
+    assert "e01-s001 second look" in cli("show", str(out), "--rollouts", "e01-s001").stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gate"]["second_look"] == {"tasks": 6, "below": 0.25, "alpha": 0.01}
     assert "second look at 6 training tasks" in summary["gate"]["rule"]

@@ -62,6 +62,7 @@ CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 RECORD, GATE = "record.json", "gate.json"  # a step's record and its gate decision
+SECOND_LOOK = "second_look"  # the folder of the gate's second-look rollouts, beside GATE
 LOCK = "run.lock"
 _HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
 _CONFINED: ContextVar[tuple[str, ...]] = ContextVar("skillgrad_confined_reads", default=())
@@ -185,6 +186,14 @@ class WorkDir:
 
     def gate(self, decision: Any) -> None:
         write_json(self.path / GATE, decision)
+
+    def second_look(self, candidate: Iterable[Any], current: Iterable[Any]) -> None:
+        """The rollouts of the gate's second look: the candidate's and the current skill's,
+        on the same unseen training tasks."""
+        folder = self.path / SECOND_LOOK
+        folder.mkdir(parents=True, exist_ok=True)
+        write_jsonl(folder / "candidate.jsonl", candidate)
+        write_jsonl(folder / "current.jsonl", current)
 
     def record(self, record: Any) -> None:
         write_json(self.path / RECORD, record)

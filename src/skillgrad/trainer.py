@@ -331,7 +331,7 @@ class Trainer:
         with _meanwhile(lambda: self._write_proposal(folder, patches, proposal)):
             decision = self._stage("gate", None, lambda: self._gate(
                 proposal.candidate, proposal.refusal, proposal.score,
-                proposal.unchanged_reason(), screened_out))
+                proposal.unchanged_reason(), screened_out, folder))
         folder.gate(decision)
 
         record = self._record(results, patches, proposal, decision, budget,
@@ -413,7 +413,8 @@ class Trainer:
         folder.candidate(candidate)
         quote = find_quote(guidance, shown, current) if guidance else None
         refusal = f"the guidance {quote.reason()}" if quote else None
-        decision = self._stage("gate", None, lambda: self._gate(candidate, refusal, None))
+        decision = self._stage("gate", None, lambda: self._gate(candidate, refusal, None,
+                                                                folder=folder))
         folder.gate(decision)
         # Done between steps: the slow update counts as made after the last finished step.
         self._adopt(candidate, decision, s.global_step, RejectedStep(
@@ -560,7 +561,7 @@ class Trainer:
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
               unchanged: str = "no change could be applied",
-              screened_out: str | None = None) -> GateDecision:
+              screened_out: str | None = None, folder: WorkDir | None = None) -> GateDecision:
         s = self._require_state()
         rule = self.gate_rule
         common: dict[str, Any] = {"metric": rule.metric, "gated": rule.use_gate,
@@ -593,13 +594,15 @@ class Trainer:
                        directive_density(self.run.load_skill(s.best_hash)))
         decision = decide(cand, current, best, rule, density=density)
         if second_look_due(decision, cand, rule):
-            return self._second_look(candidate, decision, cand, current, density[:2])
+            return self._second_look(candidate, decision, cand, current, density[:2], folder)
         return decision
 
     def _second_look(self, candidate: str, first: GateDecision, cand: EvalScore,
-                     current: EvalScore, density: tuple[float, ...]) -> GateDecision:
+                     current: EvalScore, density: tuple[float, ...],
+                     folder: WorkDir | None) -> GateDecision:
         """``first`` (a rejection the gate's rule looks at again) decided on the selection
-        tasks and on ``evaluation.gate_second_look`` training tasks no analyst has seen."""
+        tasks and on ``evaluation.gate_second_look`` training tasks no analyst has seen (their
+        rollouts go to ``folder``, the gate's)."""
         s = self._require_state()
         tasks = self._unseen_tasks(self.gate_rule.second_look)
         if not tasks:
@@ -612,6 +615,8 @@ class Trainer:
         outs = self._rollouts([(candidate, tasks), (skill, tasks)], "second_look",
                               lambda _r: self._notify("on_task_done", stage))
         self._notify("on_stage_end", stage, 0.0)
+        if folder is not None:
+            folder.second_look(outs[0], outs[1])
         more = score(outs[0], "second_look", skill_hash(candidate))
         more_current = score(outs[1], "second_look", s.current_hash)
         return second_look(first, cand, current, more, more_current, self.gate_rule,

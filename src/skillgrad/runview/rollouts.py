@@ -1,6 +1,6 @@
 """What the target answered (``skillgrad show RUN --rollouts`` and the dashboard's rollouts
-page): every scored rollout of a run, the training batches of its steps and the evaluations of
-its skills on the selection and test splits, with the task, the reply, the expected answer,
+page): every scored rollout of a run, the training batches of its steps (and the gate's second
+looks at their candidates) and the evaluations of its skills on the selection and test splits, with the task, the reply, the expected answer,
 the score and the reason. Failed rollouts come first: they are what one reads a run for."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import SkillgradError
-from skillgrad.rundir import ROLLOUTS, RunDir, read_jsonl
+from skillgrad.rundir import ROLLOUTS, SECOND_LOOK, RunDir, read_jsonl
 from skillgrad.runview.common import load_state, step_name
 from skillgrad.runview.versions import Versions
 
@@ -26,7 +26,9 @@ class RolloutView:
     """One scored rollout. ``step`` names the training step whose batch it was (empty for an
     evaluation); ``skill`` is the full hash of the skill it ran with."""
 
-    source: str  # "e01-s002" (a step's batch) or "selection" / "test" (an evaluation)
+    source: str  # "e01-s002" (a step's batch), "e01-s002 second look" (the gate's second
+    # look, the candidate and the current skill on unseen training tasks) or "selection" /
+    # "test" (an evaluation)
     step: str
     split: str  # train, selection, test
     skill: str
@@ -60,8 +62,8 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
                   split: str | None = None, failed_only: bool = False) -> RolloutsView:
     """The rollouts of the run in ``root``, failed first, then in the order they ran.
 
-    ``step``: a step's name (``e01-s002``) or global number, its training batch and the
-    evaluation of the candidate it sent to the gate; ``skill``: a version name as ``skillgrad
+    ``step``: a step's name (``e01-s002``) or global number, its training batch, the
+    evaluation of the candidate it sent to the gate and the gate's second look at it; ``skill``: a version name as ``skillgrad
     diff`` takes it (initial, best, final, a step, a hash prefix); ``split``: train,
     selection or test. An unknown name is a :class:`SkillgradError` listing the known ones."""
     run = RunDir(root)
@@ -70,7 +72,7 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
     candidates = {step_name(r.epoch, r.step): r.candidate_hash for r in state.history}
     before = _skill_before(versions)
     known = {*versions.known, *(c for c in candidates.values() if c)}
-    every = list(_all(run, before, known, versions.final))
+    every = list(_all(run, before, known, versions.final, candidates))
     filters: dict[str, str] = {}
     rows = every
     if step is not None:
@@ -107,13 +109,20 @@ def _skill_before(versions: Versions) -> dict[str, str]:
     return out
 
 
-def _all(run: RunDir, before: dict[str, str], known: set[str],
-         current: str) -> Iterator[RolloutView]:
+def _all(run: RunDir, before: dict[str, str], known: set[str], current: str,
+         candidates: dict[str, str | None]) -> Iterator[RolloutView]:
     for folder in run.step_dirs():
         name = folder.path.name
         skill = before.get(name, current)  # the step in progress runs with the current skill
         for row in read_jsonl(folder.path / ROLLOUTS):
             yield _view(row, name, name, "train", skill)
+        # The gate's second look: the candidate and the current skill on unseen tasks.
+        looked = folder.path / SECOND_LOOK
+        candidate = candidates.get(name)
+        if looked.is_dir() and candidate:
+            for whose, digest in (("candidate", candidate), ("current", skill)):
+                for row in read_jsonl(looked / f"{whose}.jsonl"):
+                    yield _view(row, f"{name} second look", name, "train", digest)
     evals = run.root / "evals"
     if not evals.is_dir():
         return
