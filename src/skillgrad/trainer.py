@@ -555,9 +555,14 @@ class Trainer:
         """Batch ``j`` of the step's ``train.accumulation`` and its minibatch shuffler."""
         s = self._require_state()
         t = self.cfg.train
-        batch = self._batches.batch(s.epoch, s.step * t.accumulation + j, t.batch_size)
+        batch = self._batch_at(s.epoch, s.step, j)
         rng = step_rng(t.seed, s.epoch, s.step, "minibatch" if j == 0 else f"minibatch{j}")
         return batch, rng
+
+    def _batch_at(self, epoch: int, step: int, j: int) -> list[Task]:
+        """The tasks of batch ``j`` of 0-based ``step``'s accumulation in ``epoch``."""
+        t = self.cfg.train
+        return self._batches.batch(epoch, step * t.accumulation + j, t.batch_size)
 
     def _gate(self, candidate: str, refusal: str | None, known: EvalScore | None,
               unchanged: str = "no change could be applied",
@@ -594,11 +599,12 @@ class Trainer:
                        directive_density(self.run.load_skill(s.best_hash)))
         decision = decide(cand, current, best, rule, density=density)
         if second_look_due(decision, cand, rule):
-            return self._second_look(candidate, decision, cand, current, density[:2], folder)
+            return self._second_look(candidate, decision, cand, current,
+                                     (density[0], density[1]), folder)
         return decision
 
     def _second_look(self, candidate: str, first: GateDecision, cand: EvalScore,
-                     current: EvalScore, density: tuple[float, ...],
+                     current: EvalScore, density: tuple[float, float],
                      folder: WorkDir | None) -> GateDecision:
         """``first`` (a rejection the gate's rule looks at again) decided on the selection
         tasks and on ``evaluation.gate_second_look`` training tasks no analyst has seen (their
@@ -620,7 +626,7 @@ class Trainer:
         more = score(outs[0], "second_look", skill_hash(candidate))
         more_current = score(outs[1], "second_look", s.current_hash)
         return second_look(first, cand, current, more, more_current, self.gate_rule,
-                           density=(density[0], density[1]))
+                           density=density)
 
     def _unseen_tasks(self, n: int) -> list[Task]:
         """Up to ``n`` training tasks (a seeded draw per step) that no part of the run has
@@ -633,8 +639,8 @@ class Trainer:
         for epoch in range(1, s.epoch + 1):
             last = s.step if epoch == s.epoch else s.steps_per_epoch - 1
             for step in range(last + 1):
-                batch = [task for j in range(t.accumulation) for task in self._batches.batch(
-                    epoch, step * t.accumulation + j, t.batch_size)]
+                batch = [task for j in range(t.accumulation)
+                         for task in self._batch_at(epoch, step, j)]
                 used |= {task.id for task in batch}
                 used |= {task.id for task in self._extra_tasks(batch, epoch, step)}
         o = self.cfg.optimizer

@@ -1,7 +1,7 @@
 """What the target answered (``skillgrad show RUN --rollouts`` and the dashboard's rollouts
 page): every scored rollout of a run, the training batches of its steps (and the gate's second
-looks at their candidates) and the evaluations of its skills on the selection and test splits, with the task, the reply, the expected answer,
-the score and the reason. Failed rollouts come first: they are what one reads a run for."""
+looks at their candidates) and the evaluations of its skills on the selection and test splits,
+with the task, the reply, the expected answer, the score and the reason. Failed rollouts come first: they are what one reads a run for."""
 
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
     """The rollouts of the run in ``root``, failed first, then in the order they ran.
 
     ``step``: a step's name (``e01-s002``) or global number, its training batch, the
-    evaluation of the candidate it sent to the gate and the gate's second look at it; ``skill``: a version name as ``skillgrad
-    diff`` takes it (initial, best, final, a step, a hash prefix); ``split``: train,
-    selection or test. An unknown name is a :class:`SkillgradError` listing the known ones."""
+    evaluation of the candidate it sent to the gate and the gate's second look at it;
+    ``skill``: a version name as ``skillgrad diff`` takes it (initial, best, final, a step, a
+    hash prefix); ``split``: train, selection or test. An unknown name is a :class:`SkillgradError` listing the known ones."""
     run = RunDir(root)
     state = load_state(run)
     versions = Versions.of(state, str(root))

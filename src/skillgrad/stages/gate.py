@@ -205,17 +205,21 @@ def _judge(
         return True, f"mean paired gain {mean:+.4f} >= margin {rule.min_margin:g}", extra
     if rule.test == "strict":
         return False, f"mean paired gain {mean:+.4f} < margin {rule.min_margin:g}", extra
-    if rule.test == "sign":
-        p = sign_test_p(gains)
-    else:
-        seed = f"gate:{rule.seed}:{candidate.skill_hash}:{current.skill_hash}"
-        p = bootstrap_p(gains, rule.bootstrap_samples, random.Random(seed))
+    p = _p_value(gains, rule, f"gate:{rule.seed}:{candidate.skill_hash}:{current.skill_hash}")
     extra["p_value"] = p
     wins, losses = sum(g > 0 for g in gains), sum(g < 0 for g in gains)
     detail = f"{wins} tasks better, {losses} worse, {rule.test} p = {p:.4f}"
     if p <= rule.alpha:
         return True, f"significant gain {mean:+.4f} ({detail} <= {rule.alpha:g})", extra
     return False, f"gain {mean:+.4f} not significant ({detail} > {rule.alpha:g})", extra
+
+
+def _p_value(gains: list[float], rule: GateRule, seed: str) -> float:
+    """The one-sided p-value of the paired ``gains`` under the rule's test (a bootstrap
+    resamples with ``seed``, so a decision made again comes out the same)."""
+    if rule.test == "sign":
+        return sign_test_p(gains)
+    return bootstrap_p(gains, rule.bootstrap_samples, random.Random(seed))
 
 
 def second_look_due(first: GateDecision, candidate: EvalScore, rule: GateRule) -> bool:
@@ -288,11 +292,8 @@ def second_look(
                               rule.second_look_alpha)
     gains = first_gains + new
     mean = sum(gains) / len(gains)
-    if rule.test == "sign":
-        p = sign_test_p(gains)
-    else:
-        seed = f"second look:{rule.seed}:{candidate.skill_hash}:{current.skill_hash}"
-        p = bootstrap_p(gains, rule.bootstrap_samples, random.Random(seed))
+    p = _p_value(gains, rule,
+                 f"second look:{rule.seed}:{candidate.skill_hash}:{current.skill_hash}")
     better, worse = sum(g > 0 for g in new), sum(g < 0 for g in new)
     common = sorted(set(more.per_task) & set(more_current.per_task))
     look: dict[str, object] = {
