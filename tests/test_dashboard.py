@@ -610,3 +610,30 @@ def test_a_skill_package_shows_as_a_tree_of_files_with_per_file_diffs(tmp_path: 
     shown = cli("show", str(run))
     assert "files of the skill the agent read: references/rules.md never" in " ".join(
         shown.stdout.split()), shown.stdout
+
+
+def test_the_rollouts_page_shows_the_screens_candidates_by_their_step_part(
+        tmp_path: Path) -> None:
+    """The step chooser offers "e01-s001 screen"; choosing it lists what each screened
+    candidate made the target answer, whose it is, and links only the gated one's skill."""
+    from test_proposals import _sampled
+
+    from skillgrad.trainer import build_trainer
+
+    out = tmp_path / "runs" / "screened"
+    build_trainer(load_config(_sampled(tmp_path)), out).fit()
+    client = TestClient(create_app([tmp_path / "runs"]))
+    run_id = _id(discover([tmp_path / "runs"]), out)
+    page = client.get(f"/run/{run_id}/rollouts").text
+    assert '<option value="e01-s001 screen"' in page
+    response = client.get(f"/run/{run_id}/rollouts", params={"step": "e01-s001 screen"})
+    assert response.status_code == 200, response.text[:300]
+    text = _text(response.text)
+    assert "step e01-s001 screen" in text and "proposal 1" in text
+    rows = re.findall(r'<tr class="(?:failed|solved)">.*?</tr>', response.text, re.S)
+    kept = (out / "steps" / "e01-s001" / "screened.jsonl").read_text().splitlines()
+    assert len(rows) == len(kept)
+    chosen = json.loads((out / "steps" / "e01-s001" / "screen.json").read_text())["chosen"]
+    for row in rows:
+        linked = 'href="/run/' in row
+        assert linked == (f"proposal {chosen}" in row), row

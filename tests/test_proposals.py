@@ -848,6 +848,10 @@ def test_the_trainer_drops_a_rider_and_show_names_the_screen(toy_dir: Path) -> N
     flat = " ".join(shown.split())
     assert "on the way to the candidate: screen left out 1: the other 1 scored" in flat
     assert "update skipped" not in flat
+    # What the target answered without the rider is kept with the screen's other replies.
+    roles = {json.loads(line)["role"]
+             for line in (step / "screened.jsonl").read_text().splitlines()}
+    assert any(role.endswith(", a part left out") for role in roles), roles
     # Off (the default), the rider goes to the gate with the rule.
     cfg2 = toy_config(toy_dir, "test_proposals:riders_optimizer", gradient={"proposals": 2},
                       **steps)
@@ -865,3 +869,60 @@ def test_the_second_look_draws_other_training_tasks(toy_dir: Path) -> None:
     assert len(extra) == len(batch) == 4
     assert not {t.id for t in extra} & {t.id for t in batch}
     assert [t.id for t in trainer._extra_tasks(batch)] == [t.id for t in extra]  # seeded
+
+
+def test_what_the_target_answered_for_each_screened_candidate_is_kept_and_shown(
+        toy_dir: Path) -> None:
+    from e2e import cli
+
+    from skillgrad.runview.rollouts import read_rollouts
+
+    out = toy_dir / "run"
+    _train(_sampled(toy_dir), out)
+    step = out / "steps" / "e01-s001"
+    screening = json.loads((step / "screen.json").read_text())
+    kept = [json.loads(line) for line in (step / "screened.jsonl").read_text().splitlines()]
+    batch = [json.loads(line) for line in (step / "rollouts.jsonl").read_text().splitlines()]
+    # Each screened candidate's rollouts, with its hash and its number in screen.json, and
+    # the scores screen.json holds for it.
+    assert [r["role"] for r in kept] == [f"proposal {i}" for i in range(3) for _ in batch]
+    for row in screening["rows"]:
+        mine = [r for r in kept if r["role"] == f"proposal {row['proposal']}"]
+        assert {r["skill"] for r in mine} == {row["candidate_hash"]}
+        assert {r["task_id"]: [r["hard"], r["soft"]] for r in mine} == row["per_task"]
+        assert all(r["messages"][-1]["role"] == "assistant" for r in mine)
+    # Listed with the step, and on their own as "e01-s001 screen".
+    view = read_rollouts(out, step="e01-s001 screen")
+    assert len(view.rows) == len(kept) and {r.source for r in view.rows} == {"e01-s001 screen"}
+    assert view.filters["step"] == "e01-s001 screen"
+    assert "e01-s001 screen" in read_rollouts(out).sources
+    assert len(read_rollouts(out, step="e01-s001").rows) > len(kept) + len(batch) - 1
+    # The harmful line breaks every answer; the candidate the gate judged opens as a version,
+    # the others (never gated) do not.
+    harmful = [r for r in view.rows if r.role == "proposal 1"]
+    assert harmful and all(r.failed for r in harmful)
+    gated = {r.role: r.versioned for r in view.rows}
+    assert gated == {"proposal 0": False, "proposal 1": False, "proposal 2": True}
+    shown = cli("show", str(out), "--rollouts", "e01-s001 screen").stdout
+    assert "e01-s001 screen · task" in shown and "(proposal 1)" in shown
+    bad = cli("show", str(out), "--rollouts", "e01-s001 sreen")
+    assert bad.returncode != 0
+    assert "a step's are its name (e01-s001) and e01-s001 screen, e01-s001 second look" in \
+        " ".join(bad.stderr.split())
+
+
+def test_the_screens_runs_say_whose_skill_and_which_tasks() -> None:
+    from skillgrad.skill import skill_hash
+    from skillgrad.stages.screen import screened_roles
+
+    skill, one, two = "# S\n", "# S\n- One.\n", "# S\n- One.\n- Two.\n"
+    batch = [Task(id="b0", prompt="q"), Task(id="b1", prompt="q")]
+    extra = [Task(id="x0", prompt="q")]
+    ran = [(two, batch, []), (one, batch, []), (skill, extra, []), (one, extra, []),
+           ("# S\n- Two.\n", batch, [])]
+    roles = screened_roles(ran, skill, [two, one, two], batch, chosen=1)
+    assert [(d, r) for d, r, _ in roles] == [
+        (skill_hash(two), "proposal 0"), (skill_hash(one), "proposal 1"),
+        (skill_hash(skill), "current skill, on more tasks"),
+        (skill_hash(one), "proposal 1, on more tasks"),
+        (skill_hash("# S\n- Two.\n"), "proposal 1, a part left out")]

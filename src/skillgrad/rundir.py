@@ -63,6 +63,7 @@ ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 RECORD, GATE = "record.json", "gate.json"  # a step's record and its gate decision
 SECOND_LOOK = "second_look"  # the folder of the gate's second-look rollouts, beside GATE
+SCREENED = "screened.jsonl"  # a step's screen rollouts: each candidate's, the current skill's
 LOCK = "run.lock"
 _HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
 _CONFINED: ContextVar[tuple[str, ...]] = ContextVar("skillgrad_confined_reads", default=())
@@ -194,6 +195,12 @@ class WorkDir:
         folder.mkdir(parents=True, exist_ok=True)
         write_jsonl(folder / "candidate.jsonl", candidate)
         write_jsonl(folder / "current.jsonl", current)
+
+    def screened(self, runs: Iterable[tuple[str, str, Iterable[Any]]]) -> None:
+        """The rollouts the screen ran, as (the skill's hash, whose it is: "proposal 2",
+        "current skill", ...; the results), one line per rollout with the two in front."""
+        write_jsonl(self.path / SCREENED, ({"skill": digest, "role": role, **_jsonable(r)}
+                                           for digest, role, results in runs for r in results))
 
     def record(self, record: Any) -> None:
         write_json(self.path / RECORD, record)

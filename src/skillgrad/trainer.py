@@ -66,7 +66,14 @@ from skillgrad.stages.judge import judge_failures
 from skillgrad.stages.meta_skill import render_epoch, update_notes
 from skillgrad.stages.reflect import reflect
 from skillgrad.stages.rollout import references_read, rollout, score, skill_loads
-from skillgrad.stages.screen import Screening, ablations, new_skill, screen, without_riders
+from skillgrad.stages.screen import (
+    Screening,
+    ablations,
+    new_skill,
+    screen,
+    screened_roles,
+    without_riders,
+)
 from skillgrad.stages.slow_update import count, pair_up, sample_tasks, write_guidance
 from skillgrad.state import (
     BatchOrder,
@@ -319,7 +326,7 @@ class Trainer:
         screened_out, chosen = None, 0
         if len(made) > 1:
             screening = self._stage("screen", None, lambda: self._screen(
-                made, skill, results, tasks, again))
+                made, skill, results, tasks, folder, again))
             folder.artifact("screen", screening)
             if screening.chosen is None:
                 screened_out = screening.reason
@@ -462,18 +469,22 @@ class Trainer:
         return patches, self._propose(skill, patches, budget, results)
 
     def _screen(self, made: list[tuple[list[Patch], Proposal]], skill: str,
-                results: list[RolloutResult], tasks: list[Task],
+                results: list[RolloutResult], tasks: list[Task], folder: WorkDir,
                 again: Sequence[int] = ()) -> Screening:
         """The step's candidates screened on its training tasks; with
         ``gradient.drop_riders``, the chosen one without the edits that add nothing there
         (``made`` holds the leaner proposal then, and its row says what was left out).
         ``again``: the proposals sampled once more, the first holding no new skill (said in
-        the reason)."""
+        the reason). What the target answered in each rollout goes to ``folder``."""
         g = self.cfg.gradient
+        ran: list[tuple[str, Sequence[Task], list[RolloutResult]]] = []
+        candidates = [p.candidate for _, p in made]  # as sampled: riders may leave parts out
 
         def run(doc: str, ts: Sequence[Task]) -> list[RolloutResult]:
-            return rollout(self.env, ts, doc, self._target("screen"),
-                           workers=self.cfg.execution.rollout_workers)
+            out = rollout(self.env, ts, doc, self._target("screen"),
+                          workers=self.cfg.execution.rollout_workers)
+            ran.append((doc, ts, out))
+            return out
 
         def value(rs: Sequence[RolloutResult]) -> float:
             return self.gate_rule.value(score(rs, "screen", ""))
@@ -498,6 +509,7 @@ class Trainer:
             if left:
                 made[i] = (patches, lean)
                 screening.rows[i]["reason"] = "left out " + "; ".join(left)
+        folder.screened(screened_roles(ran, skill, candidates, tasks, i))
         return screening
 
     def _propose(self, skill: str, patches: list[Patch], budget: int,

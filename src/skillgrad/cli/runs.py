@@ -34,7 +34,8 @@ def show_command(
     run_dir: RunArg,
     step: Annotated[Optional[str], typer.Argument(  # noqa: UP045 - typer needs Optional
         metavar="[STEP]", help="With --rollouts: only this step (e01-s002, or its global "
-        "number): its training batch and its candidate's selection evaluation.")] = None,
+        "number): its training batch, its screen, its candidate's selection evaluation and the "
+        "gate's second look; or one part: \"e01-s002 screen\", \"e01-s002 second look\".")] = None,
     rollouts: Annotated[bool, typer.Option(
         "--rollouts", help="Show what the target answered: each task, the reply, the expected "
         "answer, the score and the reason, failed first.")] = False,
@@ -170,7 +171,8 @@ def rollout_lines(view: RolloutsView, width: int) -> list[str]:
         out.append(f"no rollouts match; the run has rollouts of: {where}")
     for r in view.rows:
         verdict = "FAILED" if r.failed else "solved"
-        out += ["", f"{r.source} · task {r.task_id} · skill {r.skill[:8]} · "
+        whose = f" ({r.role})" if r.role else ""
+        out += ["", f"{r.source} · task {r.task_id} · skill {r.skill[:8]}{whose} · "
                     f"score {r.hard:g}/{r.soft:.2f} · {verdict}"
                     + (f" · {r.turns} turns" if r.turns > 1 else "")]
         for label, text, lines in (("task", r.task, 3), ("reply", r.reply, 4),

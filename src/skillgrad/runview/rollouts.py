@@ -1,24 +1,27 @@
 """What the target answered (``skillgrad show RUN --rollouts`` and the dashboard's rollouts
-page): every scored rollout of a run, the training batches of its steps (and the gate's second
-looks at their candidates) and the evaluations of its skills on the selection and test splits,
+page): every scored rollout of a run, the training batches of its steps (with what each
+screened candidate and the gate's second look answered) and the evaluations of its skills on
+the selection and test splits,
 with the task, the reply, the expected answer, the score and the reason. Failed rollouts come first: they are what one reads a run for."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import SkillgradError
-from skillgrad.rundir import ROLLOUTS, SECOND_LOOK, RunDir, read_jsonl
+from skillgrad.rundir import ROLLOUTS, SCREENED, SECOND_LOOK, RunDir, read_jsonl
 from skillgrad.runview.common import load_state, step_name
 from skillgrad.runview.versions import Versions
 
 # The split names of the evaluation folders, as the rest of skillgrad says them.
 SPLIT_NAMES = {"train": "train", "val": "selection", "test": "test"}
 _EVAL_FOLDER = re.compile(r"(train|val|test)-([0-9a-f]{16})")
+# The sources of a step besides its batch, as "e01-s002 screen" names one.
+_STEP_PARTS = ("screen", "second look")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,8 @@ class RolloutView:
     """One scored rollout. ``step`` names the training step whose batch it was (empty for an
     evaluation); ``skill`` is the full hash of the skill it ran with."""
 
-    source: str  # "e01-s002" (a step's batch), "e01-s002 second look" (the gate's second
+    source: str  # "e01-s002" (a step's batch), "e01-s002 screen" (the step's candidates, and
+    # the current skill on a tie's extra tasks), "e01-s002 second look" (the gate's second
     # look, the candidate and the current skill on unseen training tasks) or "selection" /
     # "test" (an evaluation)
     step: str
@@ -44,6 +48,11 @@ class RolloutView:
     # How a failed rollout of a training step went wrong, as gradient.failure_judge named it
     # ("repeated itself: 'ACTION: …'"), or why it could not be named; "" when not judged.
     failure_mode: str = ""
+    # Whose the skill is where a source holds several: "proposal 2", "current skill", ...
+    role: str = ""
+    # Whether the skill is a version of the run one can open (``diff``, the skill page); a
+    # screened candidate that never reached the gate is not: screen.json holds its edits.
+    versioned: bool = True
 
     @property
     def failed(self) -> bool:
@@ -62,8 +71,10 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
                   split: str | None = None, failed_only: bool = False) -> RolloutsView:
     """The rollouts of the run in ``root``, failed first, then in the order they ran.
 
-    ``step``: a step's name (``e01-s002``) or global number, its training batch, the
-    evaluation of the candidate it sent to the gate and the gate's second look at it;
+    ``step``: a step's name (``e01-s002``) or global number, its training batch, its
+    screen's rollouts, the evaluation of the candidate it sent to the gate and the gate's
+    second look at it; or one source of a step: ``e01-s002 screen``, ``e01-s002 second
+    look``;
     ``skill``: a version name as ``skillgrad diff`` takes it (initial, best, final, a step, a
     hash prefix); ``split``: train, selection or test. An unknown name is a :class:`SkillgradError` listing the known ones."""
     run = RunDir(root)
@@ -76,10 +87,19 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
     filters: dict[str, str] = {}
     rows = every
     if step is not None:
-        name = _step_label(versions, step)
+        said, _, part = step.strip().partition(" ")
+        name = _step_label(versions, said)
         candidate = candidates.get(name)
-        rows = [r for r in rows if r.step == name or (r.split == "selection" and candidate
-                                                      and r.skill == candidate)]
+        if part:
+            if part not in _STEP_PARTS:
+                raise SkillgradError(
+                    f"no rollouts {step!r} in {root}; a step's are its name ({name}) and "
+                    + ", ".join(f"{name} {p}" for p in _STEP_PARTS))
+            name = f"{name} {part}"
+            rows = [r for r in rows if r.source == name]
+        else:
+            rows = [r for r in rows if r.step == name or (r.split == "selection" and candidate
+                                                          and r.skill == candidate)]
         filters["step"] = name
     if skill is not None:
         _, digest = versions.resolve(skill)
@@ -116,13 +136,19 @@ def _all(run: RunDir, before: dict[str, str], known: set[str], current: str,
         skill = before.get(name, current)  # the step in progress runs with the current skill
         for row in read_jsonl(folder.path / ROLLOUTS):
             yield _view(row, name, name, "train", skill)
+        # The screen: each candidate (and, on a tie's extra tasks, the current skill).
+        for row in read_jsonl(folder.path / SCREENED):
+            digest = str(row.get("skill", ""))
+            yield replace(_view(row, f"{name} screen", name, "train", digest),
+                          role=str(row.get("role", "")), versioned=digest in known)
         # The gate's second look: the candidate and the current skill on unseen tasks.
         looked = folder.path / SECOND_LOOK
         candidate = candidates.get(name)
         if looked.is_dir() and candidate:
             for whose, digest in (("candidate", candidate), ("current", skill)):
                 for row in read_jsonl(looked / f"{whose}.jsonl"):
-                    yield _view(row, f"{name} second look", name, "train", digest)
+                    yield replace(_view(row, f"{name} second look", name, "train", digest),
+                                  role=f"{whose} skill" if whose == "current" else whose)
     evals = run.root / "evals"
     if not evals.is_dir():
         return

@@ -126,6 +126,30 @@ def screen(
     return _shorter(proposals, tied, skill, looked) if shorter_on_tie else looked
 
 
+def screened_roles(ran: Sequence[tuple[str, Sequence[Task], list[RolloutResult]]], skill: str,
+                   candidates: Sequence[str], tasks: Sequence[Task], chosen: int | None,
+                   ) -> list[tuple[str, str, list[RolloutResult]]]:
+    """Each of the screen's runs (the skill, its tasks, the results, in the order they ran) as
+    (the skill's hash, whose it is, the results): "current skill", "proposal 2" (its index
+    among ``candidates``, as ``screen.json`` numbers it) or "proposal 2, a part left out"
+    (the chosen one, trying itself without a rider); ", on more tasks" for a tie's second
+    look, on tasks outside the step's batch ``tasks``."""
+    whose: dict[str, str] = {}
+    for i, candidate in enumerate(candidates):
+        whose.setdefault(skill_hash(candidate), f"proposal {i}")
+    whose[skill_hash(skill)] = "current skill"
+    batch = {t.id for t in tasks}
+    out = []
+    for doc, ts, results in ran:
+        digest = skill_hash(doc)
+        role = whose.get(digest) or (f"proposal {chosen}, a part left out"
+                                     if chosen is not None else "a candidate")
+        if any(t.id not in batch for t in ts):
+            role += ", on more tasks"
+        out.append((digest, role, results))
+    return out
+
+
 def _second_look(
     proposals: Sequence[Proposal], tied: Sequence[int], skill: str,
     baseline: Sequence[RolloutResult], rolled: Mapping[int, list[RolloutResult]],
