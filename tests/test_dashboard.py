@@ -626,6 +626,8 @@ def test_the_rollouts_page_shows_the_screens_candidates_by_their_step_part(
     run_id = _id(discover([tmp_path / "runs"]), out)
     page = client.get(f"/run/{run_id}/rollouts").text
     assert '<option value="e01-s001 screen"' in page
+    assert f'href="/run/{run_id}/rollouts?step=e01-s001%20screen"' in \
+        client.get(f"/run/{run_id}").text  # from the step's table of screened proposals
     response = client.get(f"/run/{run_id}/rollouts", params={"step": "e01-s001 screen"})
     assert response.status_code == 200, response.text[:300]
     text = _text(response.text)
