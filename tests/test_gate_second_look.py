@@ -211,6 +211,10 @@ def test_a_run_takes_a_rule_the_unseen_tasks_confirm(toy_dir: Path,
     from e2e import cli
 
     assert "e01-s001 second look" in cli("show", str(out), "--rollouts", "e01-s001").stdout
+    # Alone, as the dashboard's step chooser names it.
+    alone = read_rollouts(out, step="e01-s001 second look").rows
+    assert sorted(r.task_id for r in alone) == sorted(r.task_id for r in looked)
+    assert {r.role for r in alone} == {"candidate", "current skill"}
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gate"]["second_look"] == {"tasks": 6, "below": 0.25, "alpha": 0.01}
     assert "second look at 6 training tasks" in summary["gate"]["rule"]
