@@ -16,9 +16,10 @@ Layout::
       run.json             the marker: the config fingerprint and the skillgrad version
       run.lock             held (flock) by the process training into the directory; its PID
       steps/e01-s001/      rollouts, patches, merged patch, ranked edits, candidate,
-                           apply report, screened proposals (screen.json), an agent skill's new
-                           description (trigger.json), gate decision,
-                           model calls (calls.jsonl)
+                           apply report, screened proposals (screen.json) and what the
+                           target answered with each (screened.jsonl), an agent skill's new
+                           description (trigger.json), gate decision and its second look
+                           (second_look/), model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
       meta_skill.md        the optimizer's notes (never shown to the target)
       evals/<split>-<hash>/rollouts.jsonl   every evaluation's results; the checkpoint keeps
