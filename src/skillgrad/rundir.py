@@ -19,7 +19,7 @@ Layout::
                            apply report, screened proposals (screen.json) and what the
                            target answered with each (screened.jsonl), an agent skill's new
                            description (trigger.json), gate decision and its second look
-                           (second_look/), model calls (calls.jsonl)
+                           (second_look.jsonl), model calls (calls.jsonl)
       epochs/e02/          start-of-epoch work: task pairs, meta skill, slow update, calls
       meta_skill.md        the optimizer's notes (never shown to the target)
       evals/<split>-<hash>/rollouts.jsonl   every evaluation's results; the checkpoint keeps
@@ -63,8 +63,10 @@ CALLS = "calls.jsonl"  # a scope's model-call journal (what --replay reads)
 ROLLOUTS = "rollouts.jsonl"
 EVAL_SUMMARY = "eval_summary.json"  # written by ``skillgrad eval``
 RECORD, GATE = "record.json", "gate.json"  # a step's record and its gate decision
-SECOND_LOOK = "second_look"  # the folder of the gate's second-look rollouts, beside GATE
-SCREENED = "screened.jsonl"  # a step's screen rollouts: each candidate's, the current skill's
+# A step's rollouts besides its batch, by the part of the step that ran them: the screen's
+# (each candidate's, the current skill's on a tie's extra tasks) and the gate's second look's.
+# Each line is a rollout with the hash of the skill it ran and whose that skill is.
+LABELLED = {"screen": "screened.jsonl", "second look": "second_look.jsonl"}
 LOCK = "run.lock"
 _HELD: set[Path] = set()  # run directories this process holds: taking one again is a no-op
 _CONFINED: ContextVar[tuple[str, ...]] = ContextVar("skillgrad_confined_reads", default=())
@@ -189,19 +191,13 @@ class WorkDir:
     def gate(self, decision: Any) -> None:
         write_json(self.path / GATE, decision)
 
-    def second_look(self, candidate: Iterable[Any], current: Iterable[Any]) -> None:
-        """The rollouts of the gate's second look: the candidate's and the current skill's,
-        on the same unseen training tasks."""
-        folder = self.path / SECOND_LOOK
-        folder.mkdir(parents=True, exist_ok=True)
-        write_jsonl(folder / "candidate.jsonl", candidate)
-        write_jsonl(folder / "current.jsonl", current)
-
-    def screened(self, runs: Iterable[tuple[str, str, Iterable[Any]]]) -> None:
-        """The rollouts the screen ran, as (the skill's hash, whose it is: "proposal 2",
-        "current skill", ...; the results), one line per rollout with the two in front."""
-        write_jsonl(self.path / SCREENED, ({"skill": digest, "role": role, **_jsonable(r)}
-                                           for digest, role, results in runs for r in results))
+    def labelled(self, part: str, runs: Iterable[tuple[str, str, Iterable[Any]]]) -> None:
+        """The rollouts ``part`` of the step ran (a key of :data:`LABELLED`), as (the skill's
+        hash, whose it is: "proposal 2", "current skill", ...; the results), one line per
+        rollout with the two in front."""
+        write_jsonl(self.path / LABELLED[part], ({"skill": digest, "role": role, **_jsonable(r)}
+                                                 for digest, role, results in runs
+                                                 for r in results))
 
     def record(self, record: Any) -> None:
         write_json(self.path / RECORD, record)

@@ -509,7 +509,7 @@ class Trainer:
             if left:
                 made[i] = (patches, lean)
                 screening.rows[i]["reason"] = "left out " + "; ".join(left)
-        folder.screened(screened_roles(ran, skill, candidates, tasks, i))
+        folder.labelled("screen", screened_roles(ran, skill, candidates, tasks, i))
         return screening
 
     def _propose(self, skill: str, patches: list[Patch], budget: int,
@@ -634,7 +634,8 @@ class Trainer:
                               lambda _r: self._notify("on_task_done", stage))
         self._notify("on_stage_end", stage, 0.0)
         if folder is not None:
-            folder.second_look(outs[0], outs[1])
+            folder.labelled("second look", [(skill_hash(candidate), "candidate", outs[0]),
+                                            (s.current_hash, "current skill", outs[1])])
         more = score(outs[0], "second_look", skill_hash(candidate))
         more_current = score(outs[1], "second_look", s.current_hash)
         return second_look(first, cand, current, more, more_current, self.gate_rule,

@@ -1,8 +1,8 @@
 """What the target answered (``skillgrad show RUN --rollouts`` and the dashboard's rollouts
 page): every scored rollout of a run, the training batches of its steps (with what each
 screened candidate and the gate's second look answered) and the evaluations of its skills on
-the selection and test splits,
-with the task, the reply, the expected answer, the score and the reason. Failed rollouts come first: they are what one reads a run for."""
+the selection and test splits, with the task, the reply, the expected answer, the score and
+the reason. Failed rollouts come first: they are what one reads a run for."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from skillgrad.errors import SkillgradError
-from skillgrad.rundir import ROLLOUTS, SCREENED, SECOND_LOOK, RunDir, read_jsonl
+from skillgrad.rundir import LABELLED, ROLLOUTS, RunDir, read_jsonl
 from skillgrad.runview.common import load_state, step_name
 from skillgrad.runview.versions import Versions
 
@@ -21,7 +21,7 @@ from skillgrad.runview.versions import Versions
 SPLIT_NAMES = {"train": "train", "val": "selection", "test": "test"}
 _EVAL_FOLDER = re.compile(r"(train|val|test)-([0-9a-f]{16})")
 # The sources of a step besides its batch, as "e01-s002 screen" names one.
-_STEP_PARTS = ("screen", "second look")
+_STEP_PARTS = tuple(LABELLED)
 
 
 @dataclass(frozen=True)
@@ -74,16 +74,16 @@ def read_rollouts(root: Path, *, step: str | None = None, skill: str | None = No
     ``step``: a step's name (``e01-s002``) or global number, its training batch, its
     screen's rollouts, the evaluation of the candidate it sent to the gate and the gate's
     second look at it; or one source of a step: ``e01-s002 screen``, ``e01-s002 second
-    look``;
-    ``skill``: a version name as ``skillgrad diff`` takes it (initial, best, final, a step, a
-    hash prefix); ``split``: train, selection or test. An unknown name is a :class:`SkillgradError` listing the known ones."""
+    look``; ``skill``: a version name as ``skillgrad diff`` takes it (initial, best, final,
+    a step, a hash prefix); ``split``: train, selection or test. An unknown name is a
+    :class:`SkillgradError` listing the known ones."""
     run = RunDir(root)
     state = load_state(run)
     versions = Versions.of(state, str(root))
     candidates = {step_name(r.epoch, r.step): r.candidate_hash for r in state.history}
     before = _skill_before(versions)
     known = {*versions.known, *(c for c in candidates.values() if c)}
-    every = list(_all(run, before, known, versions.final, candidates))
+    every = list(_all(run, before, known, versions.final))
     filters: dict[str, str] = {}
     rows = every
     if step is not None:
@@ -129,26 +129,20 @@ def _skill_before(versions: Versions) -> dict[str, str]:
     return out
 
 
-def _all(run: RunDir, before: dict[str, str], known: set[str], current: str,
-         candidates: dict[str, str | None]) -> Iterator[RolloutView]:
+def _all(run: RunDir, before: dict[str, str], known: set[str],
+         current: str) -> Iterator[RolloutView]:
     for folder in run.step_dirs():
         name = folder.path.name
         skill = before.get(name, current)  # the step in progress runs with the current skill
         for row in read_jsonl(folder.path / ROLLOUTS):
             yield _view(row, name, name, "train", skill)
-        # The screen: each candidate (and, on a tie's extra tasks, the current skill).
-        for row in read_jsonl(folder.path / SCREENED):
-            digest = str(row.get("skill", ""))
-            yield replace(_view(row, f"{name} screen", name, "train", digest),
-                          role=str(row.get("role", "")), versioned=digest in known)
-        # The gate's second look: the candidate and the current skill on unseen tasks.
-        looked = folder.path / SECOND_LOOK
-        candidate = candidates.get(name)
-        if looked.is_dir() and candidate:
-            for whose, digest in (("candidate", candidate), ("current", skill)):
-                for row in read_jsonl(looked / f"{whose}.jsonl"):
-                    yield replace(_view(row, f"{name} second look", name, "train", digest),
-                                  role=f"{whose} skill" if whose == "current" else whose)
+        # The screen (each candidate, and the current skill on a tie's extra tasks) and the
+        # gate's second look (the candidate and the current skill on unseen tasks).
+        for part, file in LABELLED.items():
+            for row in read_jsonl(folder.path / file):
+                digest = str(row.get("skill", ""))
+                yield replace(_view(row, f"{name} {part}", name, "train", digest),
+                              role=str(row.get("role", "")), versioned=digest in known)
     evals = run.root / "evals"
     if not evals.is_dir():
         return
