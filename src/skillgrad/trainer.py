@@ -633,10 +633,11 @@ class Trainer:
         outs = self._rollouts([(candidate, tasks), (skill, tasks)], "second_look",
                               lambda _r: self._notify("on_task_done", stage))
         self._notify("on_stage_end", stage, 0.0)
+        digest = skill_hash(candidate)
         if folder is not None:
-            folder.labelled("second look", [(skill_hash(candidate), "candidate", outs[0]),
+            folder.labelled("second look", [(digest, "candidate", outs[0]),
                                             (s.current_hash, "current skill", outs[1])])
-        more = score(outs[0], "second_look", skill_hash(candidate))
+        more = score(outs[0], "second_look", digest)
         more_current = score(outs[1], "second_look", s.current_hash)
         return second_look(first, cand, current, more, more_current, self.gate_rule,
                            density=density)
